@@ -1,0 +1,38 @@
+# One command each: `make smoke` (a real search on the embedded dataset),
+# `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
+# Each creates .venv with the pinned CPU dependencies on first use.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Quiet TensorFlow's C++ start-up chatter; real warnings still show.
+export TF_CPP_MIN_LOG_LEVEL ?= 1
+SMOKE_DIR ?= /tmp/tunas_search_smoke
+
+.PHONY: venv test test-all smoke bench clean
+
+venv: $(STAMP)
+
+$(STAMP): setup.py requirements/cpu.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "tunas_search needs Python 3.11 (TensorFlow 2.15); set PYTHON=/path/to/python3.11"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade 'pip>=23'
+	$(PY) -m pip install --quiet -c requirements/cpu.txt -e '.[cpu,plot,test]'
+	touch $(STAMP)
+
+test: venv
+	$(PY) -m pytest -q -m 'not slow' tests
+
+test-all: venv
+	$(PY) -m pytest -q tests
+
+smoke: venv
+	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --model_dir=$(SMOKE_DIR)
+
+bench: venv
+	$(PY) bench/step_cost.py
+	$(PY) bench/search_step.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache
