@@ -142,3 +142,160 @@ def random_indices(spec: Any, rng: np.random.Generator) -> List[int]:
 def replace_mask(oneof: schema.OneOf, mask: Any) -> schema.OneOf:
   """A copy of `oneof` carrying `mask`."""
   return dataclasses.replace(oneof, mask=mask)
+
+
+# Block strings: a compact, reversible text form of a pruned architecture, for
+# reports. Blocks are separated by ' | ', each written `filters: layer, ...`:
+#   32: conv3_s2, relu | 16: sep3_relu, endpoint | 32: ib_k5_e3_s2_relu, +skip
+# Layer tokens: conv{k}[_s{s}][_nobn]; sep{k}[_s{s}]_{act};
+# ib_k{k}_e{mult}[_s{s}]_{act}[_se][_sei-{act}][_seg-{act}]; an activation's
+# name; gap; endpoint; skip; a leading '+' for a residual.
+_BLOCK_SEP = ' | '
+_LAYER_SEP = ', '
+_DEFAULT_SE = ('relu', 'sigmoid')
+
+
+def _fmt_number(x: float) -> str:
+  return f'{x:g}'
+
+
+def _layer_token(layer: Any) -> str:
+  """Encodes one pruned layer (no OneOf inside)."""
+  if isinstance(layer, schema.OneOf):
+    raise ArchitectureError('block strings need a pruned spec (no OneOf); '
+                            'call architecture.prune first')
+  stride = lambda s: f'_s{s}' if s != 1 else ''
+  if isinstance(layer, specs.Residual):
+    return '+' + _layer_token(layer.layer)
+  if isinstance(layer, specs.Zero):
+    return 'skip'
+  if isinstance(layer, specs.GlobalAveragePool):
+    return 'gap'
+  if isinstance(layer, specs.DetectionEndpoint):
+    return 'endpoint'
+  if isinstance(layer, specs.Activation):
+    return layer.name
+  if isinstance(layer, specs.Conv):
+    return (f'conv{layer.kernel_size}{stride(layer.strides)}' +
+            ('' if layer.use_batch_norm else '_nobn'))
+  if isinstance(layer, specs.SeparableConv):
+    return f'sep{layer.kernel_size}{stride(layer.strides)}_{layer.activation}'
+  if isinstance(layer, specs.DepthwiseBottleneck):
+    token = (f'ib_k{layer.kernel_size}_e'
+             f'{_fmt_number(layer.expansion_filters.scale)}'
+             f'{stride(layer.strides)}_{layer.activation}')
+    if layer.use_squeeze_and_excite:
+      token += '_se'
+    if layer.se_inner_activation != _DEFAULT_SE[0]:
+      token += f'_sei-{layer.se_inner_activation}'
+    if layer.se_gating_activation != _DEFAULT_SE[1]:
+      token += f'_seg-{layer.se_gating_activation}'
+    return token
+  raise ArchitectureError(f'no block-string form for {type(layer).__name__}')
+
+
+def block_string(tower: specs.ConvTower) -> str:
+  """Encodes a pruned `ConvTower` as a block string (see module comment).
+
+  Raises:
+    ArchitectureError: if the spec still has decisions.
+  """
+  blocks = []
+  for block in tower.blocks:
+    if not isinstance(block.filters, int):
+      raise ArchitectureError('block strings need a pruned spec (no OneOf); '
+                              'call architecture.prune first')
+    layers = _LAYER_SEP.join(_layer_token(l) for l in block.layers)
+    blocks.append(f'{block.filters}: {layers}')
+  prefix = f'base{tower.filters_base}; ' if tower.filters_base != 8 else ''
+  return prefix + _BLOCK_SEP.join(blocks)
+
+
+def _parse_stride_and_flags(parts: List[str], token: str):
+  """Splits ['s2', 'relu', 'se', ...] into a stride and the remaining parts."""
+  if parts and parts[0].startswith('s') and parts[0][1:].isdigit():
+    return int(parts[0][1:]), parts[1:]
+  return 1, parts
+
+
+def _parse_bottleneck(token: str) -> specs.DepthwiseBottleneck:
+  parts = token.split('_')[1:]
+  if len(parts) < 3 or parts[0][:1] != 'k' or parts[1][:1] != 'e':
+    raise ArchitectureError(f'malformed bottleneck token {token!r}; expected '
+                            'ib_k<kernel>_e<expansion>[_s<stride>]_<act>')
+  kernel, mult = int(parts[0][1:]), float(parts[1][1:])
+  strides, rest = _parse_stride_and_flags(parts[2:], token)
+  if not rest:
+    raise ArchitectureError(f'bottleneck token {token!r} has no activation')
+  act, flags = rest[0], rest[1:]
+  se, inner, gating = False, _DEFAULT_SE[0], _DEFAULT_SE[1]
+  for flag in flags:
+    if flag == 'se':
+      se = True
+    elif flag.startswith('sei-'):
+      inner = flag[4:]
+    elif flag.startswith('seg-'):
+      gating = flag[4:]
+    else:
+      raise ArchitectureError(f'unknown flag {flag!r} in {token!r}; valid: '
+                              'se, sei-<act>, seg-<act>')
+  return specs.DepthwiseBottleneck(
+      kernel, specs.FilterMultiplier(mult), se, strides, act, inner, gating)
+
+
+def _parse_layer(token: str) -> Any:
+  """Decodes one layer token."""
+  if token.startswith('+'):
+    return specs.Residual(_parse_layer(token[1:]))
+  fixed = {'skip': specs.Zero, 'gap': specs.GlobalAveragePool,
+           'endpoint': specs.DetectionEndpoint}
+  if token in fixed:
+    return fixed[token]()
+  if token in specs.ACTIVATIONS:
+    return specs.Activation(token)
+  try:
+    if token.startswith('ib_'):
+      return _parse_bottleneck(token)
+    if token.startswith('conv'):
+      parts = token[4:].split('_')
+      strides, rest = _parse_stride_and_flags(parts[1:], token)
+      if rest not in ([], ['nobn']):
+        raise ArchitectureError(f'malformed conv token {token!r}')
+      return specs.Conv(int(parts[0]), strides, not rest)
+    if token.startswith('sep'):
+      parts = token[3:].split('_')
+      strides, rest = _parse_stride_and_flags(parts[1:], token)
+      if len(rest) != 1:
+        raise ArchitectureError(f'malformed separable-conv token {token!r}')
+      return specs.SeparableConv(int(parts[0]), strides, rest[0])
+  except ValueError as e:
+    if isinstance(e, ArchitectureError):
+      raise
+    raise ArchitectureError(f'malformed layer token {token!r}: {e}') from None
+  raise ArchitectureError(
+      f'unknown layer token {token!r}; valid: conv.., sep.., ib_.., skip, '
+      f'gap, endpoint, +<layer>, {", ".join(specs.ACTIVATIONS)}')
+
+
+def parse_block_string(text: str) -> specs.ConvTower:
+  """Decodes a block string back into the pruned `ConvTower`.
+
+  Raises:
+    ArchitectureError: naming the malformed part.
+  """
+  filters_base = 8
+  text = text.strip()
+  if text.startswith('base') and ';' in text:
+    head, text = text.split(';', 1)
+    filters_base = int(head[4:])
+  blocks = []
+  for block_text in text.split('|'):
+    filters, sep, layers = block_text.partition(':')
+    if not sep or not filters.strip().isdigit():
+      raise ArchitectureError(
+          f'malformed block {block_text.strip()!r}; expected '
+          '"<filters>: <layer>, <layer>, ..."')
+    tokens = [t.strip() for t in layers.split(',') if t.strip()]
+    blocks.append(specs.Block(tuple(_parse_layer(t) for t in tokens),
+                              int(filters)))
+  return specs.ConvTower(tuple(blocks), filters_base)

@@ -1,0 +1,1 @@
+"""Thin command-line tools: flags in, one validated config out."""

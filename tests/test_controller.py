@@ -1,0 +1,247 @@
+"""Tests for controller logits, sampling, log-prob, entropy and warm-up."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import search_spaces
+from tunas_search import controller
+from tunas_search import rewards
+from tunas_search import schedules
+from tunas_search import schema
+from tunas_search import specs
+from tunas_search.schema import OneOf
+
+
+def _flat_spec():
+  """Three independent decisions: 3 ops, 4 widths, 1 fixed op."""
+  return [OneOf((3, 5, 7), schema.OP), OneOf((16, 24, 32, 40), schema.FILTERS),
+          OneOf(('fixed',), schema.OP)]
+
+
+def _nested_spec():
+  """A skippable bottleneck: kernel (0) and expansion (1) under op (2)."""
+  inner = specs.DepthwiseBottleneck(
+      kernel_size=OneOf((3, 5), schema.OP),
+      expansion_filters=OneOf((specs.FilterMultiplier(3.0),
+                               specs.FilterMultiplier(6.0)), schema.FILTERS))
+  return specs.Residual(OneOf((inner, specs.Zero()), schema.OP))
+
+
+def _run_samples(spec, runs, *, ops_prob=0.0, filters_prob=0.0,
+                 temperature=1.0, seed=1, logit_values=None):
+  """Builds one sample op and evaluates it `runs` times.
+
+  Returns:
+    (decisions, list of evaluated ControllerSample).
+  """
+  decisions = schema.decisions(spec)
+  with tf.Graph().as_default():
+    logits = controller.create_logits(decisions)
+    s = controller.sample(decisions, logits, increase_ops_prob=ops_prob,
+                          increase_filters_prob=filters_prob,
+                          temperature=temperature, seed=seed)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for var, value in zip(logits, logit_values or []):
+        var.load(value, sess)
+      return decisions, [sess.run(s) for _ in range(runs)]
+
+
+def test_create_logits_names_zero_init_and_reuse():
+  decisions = schema.decisions(_nested_spec())
+  with tf.Graph().as_default():
+    logits = controller.create_logits(decisions)
+    again = controller.create_logits(decisions)
+    assert [v.op.name for v in logits] == [
+        'rlcontroller/logits/layer/choices/0/kernel_size',
+        'rlcontroller/logits/layer/choices/0/expansion_filters',
+        'rlcontroller/logits/layer']
+    assert [v.op.name for v in logits] == [
+        controller.variable_name(d) for d in decisions]
+    assert all(a is b for a, b in zip(logits, again))
+    assert len(tf.compat.v1.trainable_variables()) == 3
+    by_tag = controller.logits_by_tag_name(decisions, logits)
+    assert by_tag['op_indices_1'] is logits[2]
+    assert by_tag['filters_indices_0'] is logits[1]
+    by_path = controller.logits_by_path(decisions, logits)
+    assert by_path['layer/choices/0/kernel_size'] is logits[0]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      np.testing.assert_array_equal(sess.run(logits[0]), [0.0, 0.0])
+
+
+def test_init_entropy_and_log_prob_flat_spec():
+  _, samples = _run_samples(_flat_spec(), 3)
+  for s in samples:
+    assert s.entropy == pytest.approx(math.log(3) + math.log(4), rel=1e-6)
+    assert s.log_prob == pytest.approx(math.log(1 / 3) + math.log(1 / 4),
+                                       rel=1e-6)
+    np.testing.assert_array_equal(s.counted, [1.0, 1.0, 1.0])
+    assert s.indices[2] == 0
+    np.testing.assert_array_equal(s.masks[2], [1.0])
+    for mask, index, n in zip(s.masks, s.indices, (3, 4, 1)):
+      np.testing.assert_array_equal(mask, np.eye(n)[index])
+
+
+def test_mobilenet_v3_like_all_ops_on_counts_every_decision():
+  spec = search_spaces.get('mobilenet_v3_like_search').spec()
+  decisions, (s,) = _run_samples(spec, 1, ops_prob=1.0, filters_prob=0.0)
+  assert len(decisions) == 86
+  ns = np.array([d.num_choices for d in decisions])
+  # With every op mask uniform (all > 0), every nested decision counts.
+  np.testing.assert_array_equal(s.counted, np.ones(86))
+  assert s.entropy == pytest.approx(np.log(ns).sum(), rel=1e-5)
+  # Op decisions contribute log(p_ops) = 0; width decisions log(1/n).
+  is_filters = np.array([d.tag == schema.FILTERS for d in decisions])
+  assert s.log_prob == pytest.approx(-np.log(ns[is_filters]).sum(), rel=1e-5)
+  for d, mask in zip(decisions, s.masks):
+    if d.tag == schema.OP:
+      np.testing.assert_allclose(mask, np.full(d.num_choices,
+                                               1 / d.num_choices))
+
+
+def test_filter_warmup_at_one_uses_widest_and_costs_nothing():
+  decisions, samples = _run_samples(_flat_spec(), 3, ops_prob=1.0,
+                                    filters_prob=1.0)
+  for s in samples:
+    np.testing.assert_array_equal(s.masks[1], [0.0, 0.0, 0.0, 1.0])
+    assert s.indices[1] == 3
+    np.testing.assert_allclose(s.masks[0], [1 / 3] * 3)
+    assert s.log_prob == 0.0
+    np.testing.assert_array_equal(s.warmup, [True, True, False])
+    # Entropy does not depend on warm-up.
+    assert s.entropy == pytest.approx(math.log(12), rel=1e-6)
+
+
+def test_warmup_at_half_adds_log_half():
+  _, samples = _run_samples(_flat_spec(), 40, ops_prob=0.5,
+                            filters_prob=0.5)
+  seen = set()
+  for s in samples:
+    expected = 0.0
+    for k, n in ((0, 3), (1, 4)):
+      expected += math.log(0.5) + (0.0 if s.warmup[k] else math.log(1 / n))
+      seen.add((k, bool(s.warmup[k])))
+    assert s.log_prob == pytest.approx(expected, rel=1e-6)
+    if s.warmup[0]:
+      np.testing.assert_allclose(s.masks[0], [1 / 3] * 3)
+    if s.warmup[1]:
+      assert s.indices[1] == 3
+  assert len(seen) == 4  # both outcomes of both coins occurred
+
+
+def test_hierarchical_counting_skipped_layer():
+  _, samples = _run_samples(_nested_spec(), 40, seed=3)
+  outcomes = set()
+  for s in samples:
+    skipped = s.indices[2] == 1
+    outcomes.add(bool(skipped))
+    if skipped:
+      np.testing.assert_array_equal(s.counted, [0.0, 0.0, 1.0])
+      assert s.log_prob == pytest.approx(math.log(0.5), rel=1e-6)
+      assert s.entropy == pytest.approx(math.log(2), rel=1e-6)
+    else:
+      np.testing.assert_array_equal(s.counted, [1.0, 1.0, 1.0])
+      assert s.log_prob == pytest.approx(3 * math.log(0.5), rel=1e-6)
+      assert s.entropy == pytest.approx(3 * math.log(2), rel=1e-6)
+  assert outcomes == {True, False}
+
+
+def test_temperature_scales_logits():
+  # logits [0, ln 4] / T=2 -> probabilities [1/3, 2/3].
+  _, samples = _run_samples([OneOf((0, 1), schema.OP)], 300, temperature=2.0,
+                            logit_values=[[0.0, math.log(4.0)]])
+  probs = np.array([1 / 3, 2 / 3])
+  for s in samples[:5]:
+    assert s.entropy == pytest.approx(-(probs * np.log(probs)).sum(),
+                                      rel=1e-6)
+    assert s.log_prob == pytest.approx(math.log(probs[s.indices[0]]),
+                                       rel=1e-6)
+  frequency = np.mean([s.indices[0] for s in samples])
+  assert frequency == pytest.approx(2 / 3, abs=0.08)
+
+
+@pytest.mark.parametrize('prob', [0.0, 1.0])
+def test_gradients_finite_at_extreme_warmup(prob):
+  decisions = schema.decisions(_nested_spec())
+  with tf.Graph().as_default():
+    logits = controller.create_logits(decisions)
+    s = controller.sample(decisions, logits, increase_ops_prob=prob,
+                          increase_filters_prob=prob, seed=0)
+    grads = tf.gradients(s.log_prob - s.entropy, logits)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      # Near-deterministic logits: probabilities underflow to 0 and 1.
+      for var in logits:
+        var.load([200.0, -200.0], sess)
+      for _ in range(5):
+        values = sess.run([s.log_prob, s.entropy] + grads)
+        for v in values:
+          assert np.all(np.isfinite(v))
+
+
+def test_unseeded_samples_differ_between_steps():
+  _, samples = _run_samples(_flat_spec(), 20, seed=None)
+  assert len({tuple(s.indices) for s in samples}) > 1
+
+
+def test_sample_rejects_mismatched_logits():
+  decisions = schema.decisions(_flat_spec())
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match='expected \\[3\\]'):
+      controller.sample(decisions, [tf.zeros([2]), tf.zeros([4]),
+                                    tf.zeros([1])],
+                        increase_ops_prob=0.0, increase_filters_prob=0.0)
+    with pytest.raises(ValueError, match='2 logits for 3'):
+      controller.sample(decisions, [tf.zeros([3])] * 2,
+                        increase_ops_prob=0.0, increase_filters_prob=0.0)
+
+
+def test_numpy_helpers():
+  values = [np.array([0.0, math.log(3.0)]), np.array([2.0, 2.0, 1.0]),
+            np.array([5.0])]
+  assert controller.argmax_indices(values) == [1, 0, 0]
+  probs = controller.probabilities(values)
+  np.testing.assert_allclose(probs[0], [0.25, 0.75])
+  e = math.e
+  np.testing.assert_allclose(probs[1], [e / (2 * e + 1)] * 2 +
+                             [1 / (2 * e + 1)])
+  np.testing.assert_allclose(probs[2], [1.0])
+
+
+def test_read_logit_values_from_checkpoint(tmp_path):
+  decisions = schema.decisions(_nested_spec())
+  with tf.Graph().as_default():
+    logits = controller.create_logits(decisions)
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      logits[2].load([1.5, -0.5], sess)
+      saver.save(sess, str(tmp_path / 'model.ckpt'))
+  values = controller.read_logit_values(str(tmp_path), decisions)
+  np.testing.assert_array_equal(values[2], [1.5, -0.5])
+  np.testing.assert_array_equal(values[0], [0.0, 0.0])
+  with pytest.raises(KeyError, match='other/logits'):
+    controller.read_logit_values(str(tmp_path), decisions, scope='other')
+
+
+def test_reinforce_learns_preferred_choice():
+  """Reward 1 for choice 2 of 4, else 0: its probability passes 0.9."""
+  decisions = schema.decisions([OneOf((0, 1, 2, 3), schema.OP)])
+  with tf.Graph().as_default():
+    logits = controller.create_logits(decisions)
+    s = controller.sample(decisions, logits, increase_ops_prob=0.0,
+                          increase_filters_prob=0.0, seed=7)
+    reward = tf.cast(tf.equal(s.indices[0], 2), tf.float32)
+    advantage = reward - rewards.ema_baseline(reward, momentum=0.9)
+    loss = rewards.reinforce_loss(s.log_prob, advantage, s.entropy, 0.0)
+    train = schedules.controller_optimizer(0.05).minimize(loss)
+    prob = tf.nn.softmax(logits[0])[2]
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      for _ in range(300):
+        sess.run(train)
+      assert sess.run(prob) > 0.9

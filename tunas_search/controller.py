@@ -1,0 +1,318 @@
+"""The REINFORCE controller: logits, sampling, log-prob, entropy and warm-up.
+
+One zero-initialised logits vector per decision (SPEC.md section 5). Every
+step the controller samples one choice per decision and returns one mask per
+decision for the supernet builder, together with the log-probability and the
+entropy of the sample. Both are sums over decisions, counting a decision only
+when every choice above it on its path is selected (hierarchical), so a
+skipped layer's kernel size neither costs nor earns anything.
+
+Warm-up (SPEC.md section 5): with probability `increase_ops_prob` an `op`
+decision's mask becomes the uniform vector 1/n (all ops run, outputs
+averaged), and with probability `increase_filters_prob` a `filters` decision
+takes its widest (last) choice. The log-probability accounts for that coin
+flip, so the REINFORCE gradient stays the gradient of the log-probability of
+what actually ran.
+
+Everything in the step is plain TensorFlow (no py_function, no strings), so it
+runs inside a TPUEstimator model_fn. `argmax_indices`, `probabilities` and
+`read_logit_values` are numpy helpers for after the search.
+"""
+
+from typing import Dict, List, NamedTuple, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_search import schema
+
+DEFAULT_SCOPE = 'rlcontroller'
+_LOGITS_SCOPE = 'logits'
+
+FloatLike = Union[float, tf.Tensor]
+
+
+class ControllerSample(NamedTuple):
+  """One sampled architecture (D = number of decisions).
+
+  Attributes:
+    masks: one float32 [num_choices] tensor per decision, in traversal order:
+      one-hot, or uniform 1/n under op warm-up. Attach with
+      `schema.with_masks`.
+    indices: int32 [D], the chosen index per decision (the sampled one under
+      op warm-up; the widest under filter warm-up). Its `:`-joined form is the
+      architecture string.
+    log_prob: float32 scalar, sum of `counted * log_probs`.
+    entropy: float32 scalar, sum of `counted * entropies`.
+    counted: float32 [D], 1 where every enclosing choice is selected.
+    warmup: bool [D], True where warm-up replaced the sample (always False
+      for one-choice decisions).
+    log_probs: float32 [D], each decision's log-probability contribution
+      before the hierarchical weighting.
+    entropies: float32 [D], each decision's categorical entropy of
+      softmax(logits / temperature) before the hierarchical weighting.
+  """
+  masks: List[tf.Tensor]
+  indices: tf.Tensor
+  log_prob: tf.Tensor
+  entropy: tf.Tensor
+  counted: tf.Tensor
+  warmup: tf.Tensor
+  log_probs: tf.Tensor
+  entropies: tf.Tensor
+
+
+def variable_name(decision: schema.Decision,
+                  scope: str = DEFAULT_SCOPE) -> str:
+  """Checkpoint name of a decision's logits, e.g. `rlcontroller/logits/a/b`.
+
+  Named after the stable path (STYLE.md point 4), so checkpoints survive code
+  moves. A spec that is itself a OneOf has path '' and uses `root`.
+  """
+  return f'{scope}/{_LOGITS_SCOPE}/{decision.path or "root"}'
+
+
+def create_logits(decisions: Sequence[schema.Decision],
+                  scope: str = DEFAULT_SCOPE) -> List[tf.Variable]:
+  """Creates (or reuses) one zero-initialised logits variable per decision.
+
+  Zero logits make the initial distribution uniform (SPEC.md section 5).
+
+  Args:
+    decisions: `schema.decisions(spec)`.
+    scope: variable scope of the controller.
+
+  Returns:
+    One trainable float32 variable of shape [num_choices] per decision, named
+    `variable_name(decision, scope)`, in the order of `decisions`.
+  """
+  logits = []
+  with tf.compat.v1.variable_scope(scope, reuse=tf.compat.v1.AUTO_REUSE):
+    with tf.compat.v1.variable_scope(_LOGITS_SCOPE):
+      for d in decisions:
+        logits.append(tf.compat.v1.get_variable(
+            d.path or 'root', shape=[d.num_choices], dtype=tf.float32,
+            initializer=tf.compat.v1.zeros_initializer(), trainable=True))
+  return logits
+
+
+def logits_by_path(decisions: Sequence[schema.Decision],
+                   logits: Sequence) -> Dict[str, object]:
+  """Maps each decision's path to its logits (variable, tensor or array)."""
+  _check_lengths(decisions, logits)
+  return {d.path: l for d, l in zip(decisions, logits)}
+
+
+def logits_by_tag_name(decisions: Sequence[schema.Decision],
+                       logits: Sequence) -> Dict[str, object]:
+  """Maps each decision's tag name (`op_indices_7`) to its logits."""
+  _check_lengths(decisions, logits)
+  return {d.tag_name: l for d, l in zip(decisions, logits)}
+
+
+def _check_lengths(decisions: Sequence[schema.Decision],
+                   logits: Sequence) -> None:
+  if len(decisions) != len(logits):
+    raise ValueError(f'got {len(logits)} logits for {len(decisions)} '
+                     'decisions')
+
+
+def _check_shapes(decisions: Sequence[schema.Decision],
+                  logits: Sequence[tf.Tensor]) -> None:
+  _check_lengths(decisions, logits)
+  for d, l in zip(decisions, logits):
+    shape = l.shape
+    if shape.rank is not None and shape.as_list() not in ([d.num_choices],
+                                                          [None]):
+      raise ValueError(f'logits for {d.path} have shape {shape}; expected '
+                       f'[{d.num_choices}]')
+
+
+def _safe_log(x: tf.Tensor) -> tf.Tensor:
+  """log(x) where x > 0, else 0.
+
+  Only used for a branch of `tf.where` that cannot be taken when x == 0 (a
+  warm-up coin with p = 0 never comes up, with p = 1 always does), so the
+  value is never -inf and no gradient can become NaN.
+  """
+  return tf.math.log(tf.where(x > 0, x, tf.ones_like(x)))
+
+
+class _Draw(NamedTuple):
+  mask: tf.Tensor
+  index: tf.Tensor
+  log_prob: tf.Tensor
+  entropy: tf.Tensor
+  warmup: tf.Tensor
+
+
+def _draw_one(decision: schema.Decision, logits: tf.Tensor,
+              temperature: tf.Tensor, gumbel: tf.Tensor, coin: tf.Tensor,
+              warmup_prob: tf.Tensor) -> _Draw:
+  """Samples one multi-choice decision.
+
+  Args:
+    decision: the decision (num_choices > 1).
+    logits: float32 [n].
+    temperature: float32 scalar.
+    gumbel: float32 [n] standard Gumbel noise.
+    coin: float32 scalar uniform in [0, 1) for the warm-up coin.
+    warmup_prob: float32 scalar, p_ops or p_filters depending on the tag.
+
+  Returns:
+    The decision's mask, index, log-prob contribution, entropy and warm-up
+    flag.
+  """
+  n = decision.num_choices
+  log_p = tf.nn.log_softmax(tf.cast(logits, tf.float32) / temperature)
+  # Gumbel-max trick: argmax(log p + Gumbel noise) ~ Categorical(p)
+  # (Gumbel 1954; Maddison et al. 2014, "A* sampling", section 2).
+  sampled = tf.argmax(log_p + gumbel, output_type=tf.int32)
+  entropy = -tf.reduce_sum(tf.exp(log_p) * log_p)
+  warmup = coin < warmup_prob
+  one_hot = tf.one_hot(sampled, n, dtype=tf.float32)
+  if decision.tag == schema.FILTERS:
+    # Filter warm-up trains the widest choice (SPEC.md section 5).
+    index = tf.where(warmup, tf.constant(n - 1, tf.int32), sampled)
+    mask = tf.one_hot(index, n, dtype=tf.float32)
+  else:
+    # Op warm-up runs every op, the builder averages them (SPEC.md 5).
+    index = sampled
+    mask = tf.where(warmup, tf.fill([n], 1.0 / n), one_hot)
+  log_prob = tf.where(
+      warmup, _safe_log(warmup_prob),
+      _safe_log(1.0 - warmup_prob) + tf.gather(log_p, sampled))
+  return _Draw(mask, index, log_prob, entropy, warmup)
+
+
+def _fixed_draw() -> _Draw:
+  """A one-choice decision: always selected, contributes nothing."""
+  return _Draw(tf.constant([1.0]), tf.constant(0, tf.int32),
+               tf.constant(0.0), tf.constant(0.0), tf.constant(False))
+
+
+def _counted(decisions: Sequence[schema.Decision],
+             masks: Sequence[tf.Tensor]) -> tf.Tensor:
+  """float32 [D]: 1 where every (parent, choice) above a decision is on."""
+  weights = []
+  for d in decisions:
+    w = tf.constant(1.0)
+    for parent, choice in d.parents:
+      w *= tf.cast(masks[parent][choice] > 0, tf.float32)
+    weights.append(w)
+  return tf.stack(weights) if weights else tf.zeros([0])
+
+
+def sample(decisions: Sequence[schema.Decision],
+           logits: Sequence[tf.Tensor],
+           *,
+           increase_ops_prob: FloatLike,
+           increase_filters_prob: FloatLike,
+           temperature: FloatLike = 1.0,
+           seed: Optional[int] = None) -> ControllerSample:
+  """Samples an architecture from the controller (SPEC.md section 5).
+
+  Each decision draws from Categorical(softmax(logits / temperature)). All
+  randomness comes from one `tf.random.uniform` op with no op-level seed by
+  default, so every TPU core samples its own architecture.
+
+  Args:
+    decisions: `schema.decisions(spec)`.
+    logits: one float32 [num_choices] tensor or variable per decision.
+    increase_ops_prob: float32 scalar in [0, 1], the op warm-up probability.
+    increase_filters_prob: float32 scalar in [0, 1], the filter warm-up
+      probability.
+    temperature: float32 scalar > 0 dividing the logits.
+    seed: op-level seed, for tests only.
+
+  Returns:
+    A `ControllerSample`.
+
+  Raises:
+    ValueError: if the logits do not match the decisions.
+  """
+  _check_shapes(decisions, logits)
+  temperature = tf.cast(temperature, tf.float32)
+  probs = {schema.OP: tf.cast(increase_ops_prob, tf.float32),
+           schema.FILTERS: tf.cast(increase_filters_prob, tf.float32)}
+  multi = [d for d in decisions if d.num_choices > 1]
+  total = sum(d.num_choices for d in multi)
+  # Gumbel noise for every choice, then one warm-up coin per decision. The
+  # lower bound keeps both logs finite.
+  uniform = tf.random.uniform([total + len(multi)], minval=np.finfo(
+      np.float32).tiny, maxval=1.0, dtype=tf.float32, seed=seed)
+  gumbel = -tf.math.log(-tf.math.log(uniform[:total]))
+  draws, offset, k = [], 0, 0
+  for d, l in zip(decisions, logits):
+    if d.num_choices == 1:
+      draws.append(_fixed_draw())
+      continue
+    draws.append(_draw_one(
+        d, l, temperature, gumbel[offset:offset + d.num_choices],
+        uniform[total + k], probs[d.tag]))
+    offset += d.num_choices
+    k += 1
+  masks = [x.mask for x in draws]
+  counted = _counted(decisions, masks)
+  log_probs = tf.stack([x.log_prob for x in draws])
+  entropies = tf.stack([x.entropy for x in draws])
+  return ControllerSample(
+      masks=masks,
+      indices=tf.stack([x.index for x in draws]),
+      log_prob=tf.reduce_sum(counted * log_probs),
+      entropy=tf.reduce_sum(counted * entropies),
+      counted=counted,
+      warmup=tf.stack([x.warmup for x in draws]),
+      log_probs=log_probs,
+      entropies=entropies)
+
+
+def probabilities(logit_values: Sequence[np.ndarray]) -> List[np.ndarray]:
+  """Softmax of each decision's logits (numpy, float64).
+
+  Args:
+    logit_values: one [num_choices] array per decision.
+
+  Returns:
+    One probability vector per decision.
+  """
+  out = []
+  for values in logit_values:
+    values = np.asarray(values, dtype=np.float64)
+    e = np.exp(values - values.max())
+    out.append(e / e.sum())
+  return out
+
+
+def argmax_indices(logit_values: Sequence[np.ndarray]) -> List[int]:
+  """The most likely choice per decision: the final architecture (SPEC 7).
+
+  Ties go to the lowest index.
+  """
+  return [int(np.argmax(values)) for values in logit_values]
+
+
+def read_logit_values(checkpoint: str, decisions: Sequence[schema.Decision],
+                      scope: str = DEFAULT_SCOPE) -> List[np.ndarray]:
+  """Reads every decision's logits from a checkpoint.
+
+  Args:
+    checkpoint: a checkpoint prefix or a directory holding checkpoints.
+    decisions: `schema.decisions(spec)` of the searched spec.
+    scope: the controller scope used when the checkpoint was written.
+
+  Returns:
+    One float32 [num_choices] array per decision.
+
+  Raises:
+    KeyError: naming the first decision missing from the checkpoint.
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  values = []
+  for d in decisions:
+    name = variable_name(d, scope)
+    if not reader.has_tensor(name):
+      raise KeyError(f'checkpoint {checkpoint} has no logits {name!r}; '
+                     'was it written for another search space or scope?')
+    values.append(np.asarray(reader.get_tensor(name), dtype=np.float32))
+  return values
