@@ -40,7 +40,7 @@ flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, summaries, '
                     'config.json and model_spec.json (local path or gs://).')
 flags.DEFINE_alias('checkpoint_dir', 'model_dir')
 flags.DEFINE_string('dataset', 'embedded',
-                    'Dataset: ' + ', '.join(data.names()) +
+                    'Dataset: ' + ', '.join(data.REGISTRY.names()) +
                     ', or tfds:NAME for another TFDS dataset.')
 flags.DEFINE_string('data_dir', None, 'TFDS data directory (not needed for '
                     'the embedded dataset). Nothing is ever downloaded.')
@@ -119,7 +119,14 @@ def build_config() -> SearchConfig:
         'space; train it with bin/train_eval.py. Search spaces: '
         + ', '.join(search_spaces.search_space_names()))
   space = cli.get_or_usage(search_spaces.get, FLAGS.search_space)
-  info = cli.get_or_usage(data.get_info, FLAGS.dataset)
+  try:
+    info = cli.get_or_usage(
+        lambda n: data.get_info(n, FLAGS.data_dir), FLAGS.dataset)
+  except data.DataError as e:
+    raise cli.UsageError(str(e)) from None
+  if info.num_train is None and FLAGS.max_steps is None:
+    raise cli.UsageError(f'the size of the training split of {FLAGS.dataset} '
+                         'is unknown; give --max_steps instead of --epochs')
   if not FLAGS.model_dir:
     raise cli.UsageError('--model_dir is required')
   cost_model = FLAGS.cost_model
@@ -147,7 +154,7 @@ def build_config() -> SearchConfig:
     return SearchConfig(
         search_space=space.name, model_dir=FLAGS.model_dir,
         num_classes=info.num_classes,
-        num_train_examples=info.num_search_train,
+        num_train_examples=info.num_train or 0,
         dataset=FLAGS.dataset, data_dir=FLAGS.data_dir,
         image_size=FLAGS.image_size or info.default_image_size,
         input_channels=info.channels,

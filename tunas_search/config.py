@@ -17,7 +17,7 @@ MODEL_SPEC_FILENAME = 'model_spec.json'
 # TuNAS searches at 224x224; the smallest size every space can take is the
 # smallest input that still leaves a 1x1 feature map after five stride-2 steps.
 MIN_IMAGE_SIZE = 28
-MAX_IMAGE_SIZE = 512
+MAX_IMAGE_SIZE = 224
 
 # Fields that may differ between the run that wrote a model dir and a run
 # that resumes it: where things are and how often to log/save, nothing that
@@ -187,8 +187,10 @@ def _validate(c: SearchConfig) -> None:
   _check(0.0 <= c.rl_baseline_momentum < 1.0,
          f'rl_baseline_momentum must be in [0, 1), got '
          f'{c.rl_baseline_momentum}')
-  _check(c.rl_batch_size_multiplier > 0, 'rl_batch_size_multiplier must be '
-         f'positive, got {c.rl_batch_size_multiplier}')
+  _check(c.rl_batch_size_multiplier >= 1 and
+         float(c.rl_batch_size_multiplier).is_integer(),
+         'rl_batch_size_multiplier must be a whole number >= 1, got '
+         f'{c.rl_batch_size_multiplier}')
   _check(c.rl_temperature > 0, f'rl_temperature must be positive, got '
          f'{c.rl_temperature}')
   _check(0.0 <= c.label_smoothing < 1.0, 'label_smoothing must be in [0, 1), '

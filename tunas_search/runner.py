@@ -114,7 +114,7 @@ def _make_estimator(config: SearchConfig, model_spec: Any):
 def _input_fn(config: SearchConfig):
   return data.SearchInputFn(
       config.dataset, config.data_dir, config.image_size,
-      validation_batch_multiplier=config.rl_batch_size_multiplier,
+      validation_batch_multiplier=int(config.rl_batch_size_multiplier),
       transpose_input=config.use_tpu, seed=config.seed)
 
 

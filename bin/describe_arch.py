@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Describes one architecture: block string, size, multiply-adds and costs.
+
+  python bin/describe_arch.py --search_space=mobilenet_v2
+  python bin/describe_arch.py --search_space=proxylessnas_search \\
+      --indices=0:0:0:1:0:... --format=json
+
+Without --indices, a reference net describes itself and a search space its
+largest network. Runs on numpy only (no TensorFlow graph), so it is fast.
+"""
+
+import json
+import os
+import sys
+from typing import Any, Dict, Optional
+
+if __package__ in (None, ''):
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import flags
+
+import search_spaces
+from bin import cli
+from tunas_search import architecture
+from tunas_search import cost_models
+from tunas_search import schema
+
+FORMATS = ('text', 'json')
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines this tool's flags.
+
+  Called by `run()` rather than at import, so that importing this module
+  (tests, other tools) never collides with other bin/ tools' flags of the
+  same name (--search_space, --format, ...) in one process.
+  """
+  flags.DEFINE_string('search_space', None, 'A search space or reference '
+                      'net: ' + ', '.join(search_spaces.names()),
+                      flag_values=flag_values)
+  flags.DEFINE_string('indices', None, 'Architecture string a:b:c:... '
+                      '(default: the reference net, or the largest network '
+                      'of a space).', flag_values=flag_values)
+  flags.DEFINE_integer('num_classes', 1000, 'Classifier outputs.',
+                       lower_bound=1, flag_values=flag_values)
+  flags.DEFINE_integer('image_size', 224, 'Input height and width.',
+                       lower_bound=1, flag_values=flag_values)
+  flags.DEFINE_integer('input_channels', 3, 'Input channels.', lower_bound=1,
+                       flag_values=flag_values)
+  flags.DEFINE_string('format', 'text', 'Output format: ' +
+                      ', '.join(FORMATS), flag_values=flag_values)
+
+
+def describe(space_name: str, indices: Optional[str] = None,
+             num_classes: int = 1000, image_size: int = 224,
+             input_channels: int = 3) -> Dict[str, Any]:
+  """Everything describe_arch reports about one architecture.
+
+  Args:
+    space_name: a name from `search_spaces.names()`.
+    indices: architecture string, or None for the default architecture.
+    num_classes: classifier outputs.
+    image_size: input resolution.
+    input_channels: input channels.
+
+  Returns:
+    A JSON-serialisable dict: search_space, indices, block_string, params,
+    madds, num_decisions, log10_space_size and `cost/<name>` for every
+    applicable cost model.
+
+  Raises:
+    cli.UsageError: unknown space, or indices that do not fit it.
+  """
+  space = cli.get_or_usage(search_spaces.get, space_name)
+  spec = space.spec()
+  try:
+    chosen = (architecture.parse_indices(indices, spec) if indices is not None
+              else list(space.default_indices()))
+  except architecture.ArchitectureError as e:
+    raise cli.UsageError(f'--indices: {e}') from None
+  # A reference net is scored as a point of the space it lives in.
+  context = cost_models.CostContext(
+      space.pixel1_model or space.name, image_size=image_size,
+      num_classes=num_classes, input_channels=input_channels)
+  costs = {f'cost/{name}': float(cost_models.get(name).cost(spec, chosen,
+                                                              context))
+           for name in cost_models.applicable(context.space_name, spec)}
+  block_string = getattr(architecture, 'block_string', None)
+  return {
+      'search_space': space.name,
+      'indices': architecture.format_indices(chosen),
+      'block_string': (block_string(architecture.prune(spec, chosen))
+                       if block_string else None),
+      'params': int(round(costs['cost/params'])),
+      'madds': int(round(costs['cost/madds'])),
+      'num_decisions': len(schema.decisions(spec)),
+      'log10_space_size': schema.log10_space_size(spec),
+      **costs,
+  }
+
+
+def format_text(info: Dict[str, Any]) -> str:
+  """A readable multi-line summary of `describe()`'s result."""
+  lines = [
+      f'search space   {info["search_space"]}',
+      f'architecture   {info["indices"]}',
+      f'block string   {info["block_string"]}',
+      f'decisions      {info["num_decisions"]} '
+      f'(10^{info["log10_space_size"]:.1f} architectures)',
+      f'params         {info["params"]:,} ({info["params"] / 1e6:.2f}M)',
+      f'madds          {info["madds"]:,} ({info["madds"] / 1e6:.1f}M)',
+  ]
+  for key in sorted(k for k in info if k.startswith('cost/')):
+    unit = cost_models.get(key[len('cost/'):]).unit
+    lines.append(f'{key + ":":<22} {info[key]:,.2f} {unit}')
+  return '\n'.join(lines)
+
+
+def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
+  """Prints the description of the architecture chosen by the flags.
+
+  Raises:
+    cli.UsageError: on a bad flag value (printed as one line, exit code 2).
+  """
+  if len(argv) > 1:
+    raise cli.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  f = flag_values
+  if f.format not in FORMATS:
+    raise cli.UsageError(f'unknown --format {f.format!r}; valid choices: '
+                         f'{", ".join(FORMATS)}')
+  if not f.search_space:
+    raise cli.UsageError('--search_space is required; valid choices: '
+                         f'{", ".join(search_spaces.names())}')
+  info = describe(f.search_space, f.indices, num_classes=f.num_classes,
+                  image_size=f.image_size, input_channels=f.input_channels)
+  print(json.dumps(info, indent=2) if f.format == 'json'
+        else format_text(info))
+
+
+def run():
+  define_flags()
+  cli.run(main)
+
+
+if __name__ == '__main__':
+  run()

@@ -1,0 +1,79 @@
+"""Runs bin/analyze_search.py as a subprocess on a synthetic search dir."""
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import search_spaces
+from tests import test_analysis as fake
+from tunas_search import architecture
+from tunas_search import cost_models
+from tunas_search import schema
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+TOOL = os.path.join(ROOT, 'bin', 'analyze_search.py')
+
+
+def run_tool(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run([sys.executable, TOOL, *args], capture_output=True,
+                        text=True, env=env, cwd=ROOT, timeout=120)
+
+
+@pytest.fixture(scope='module')
+def search_dir(tmp_path_factory):
+  model_dir = str(tmp_path_factory.mktemp('search'))
+  spec = search_spaces.get(fake.SPACE).spec()
+  decisions = schema.decisions(spec)
+  logged = {s: fake.random_logits(decisions, s) for s in fake.LOGGED_STEPS}
+  fake.write_search_files(model_dir, spec)
+  fake.write_checkpoint(model_dir, decisions, logged[30], 30)
+  fake.write_events(model_dir, decisions, logged)
+  return model_dir, spec, logged
+
+
+def test_json_and_plot(search_dir, tmp_path):
+  model_dir, spec, logged = search_dir
+  plot = str(tmp_path / 'history.png')
+  done = run_tool(f'--model_dir={model_dir}', '--format=json',
+                  f'--plot={plot}')
+  assert done.returncode == 0, done.stderr
+  data = json.loads(done.stdout)
+  expected = fake.expected_indices(spec, logged[30])
+  assert data['architecture'] == architecture.format_indices(expected)
+  assert data['step'] == 30 and data['source'] == 'checkpoint'
+  context = cost_models.CostContext(fake.SPACE, image_size=32, num_classes=10,
+                                    input_channels=1)
+  assert data['cost/pixel1_latency'] == cost_models.get(
+      'pixel1_latency').cost(spec, expected, context)
+  v = logged[30][0]
+  np.testing.assert_allclose(data['decisions'][0]['probabilities'],
+                             np.exp(v) / np.exp(v).sum(), rtol=1e-6)
+  assert os.path.getsize(plot) > 10000
+
+
+def test_csv_at_an_earlier_step(search_dir):
+  model_dir, spec, logged = search_dir
+  done = run_tool(f'--model_dir={model_dir}', '--format=csv', '--step=29')
+  assert done.returncode == 0, done.stderr
+  (row,) = csv.DictReader(io.StringIO(done.stdout))
+  assert row['step'] == '20' and row['source'] == 'events'
+  assert row['architecture'] == architecture.format_indices(
+      fake.expected_indices(spec, logged[20]))
+
+
+def test_missing_dir_is_a_one_line_error():
+  # Each run pays a TensorFlow import: the other error cases are tested on
+  # the library (tests/test_analysis.py).
+  done = run_tool('--model_dir=/nonexistent/run')
+  assert done.returncode == 2
+  assert done.stdout == ''
+  assert done.stderr.strip().splitlines() == [
+      'analyze_search.py: error: model dir /nonexistent/run does not exist']

@@ -1,0 +1,68 @@
+"""Runs bin/sample_random.py as a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import search_spaces
+from tunas_search import architecture
+from tunas_search import cost_models
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+TOOL = os.path.join(ROOT, 'bin', 'sample_random.py')
+
+
+def run_tool(*args):
+  return subprocess.run([sys.executable, TOOL, *args], capture_output=True,
+                        text=True, cwd=ROOT, timeout=120)
+
+
+def test_json_samples_in_window_and_reproducible():
+  args = ['--search_space=proxylessnas_search', '--min_cost=83',
+          '--max_cost=85', '--num_samples=2', '--seed=11', '--format=json']
+  first, second = run_tool(*args), run_tool(*args)
+  assert first.returncode == 0, first.stderr
+  assert first.stdout == second.stdout
+  samples = json.loads(first.stdout)
+  assert len(samples) == 2
+  spec = search_spaces.get('proxylessnas_search').spec()
+  context = cost_models.CostContext('proxylessnas_search')
+  for s in samples:
+    assert 83.0 <= s['cost'] <= 85.0
+    indices = architecture.parse_indices(s['architecture'], spec)
+    assert s['cost'] == cost_models.get('pixel1_latency').cost(
+        spec, indices, context)
+
+
+def test_text_madds_window():
+  done = run_tool('--cost_model=madds', '--max_cost=300e6', '--seed=1',
+                  '--num_samples=3')
+  assert done.returncode == 0, done.stderr
+  lines = done.stdout.splitlines()
+  assert len(lines) == 3
+  spec = search_spaces.get('proxylessnas_search').spec()
+  context = cost_models.CostContext('proxylessnas_search')
+  for line in lines:
+    indices = architecture.parse_indices(line, spec)
+    assert cost_models.get('madds').cost(spec, indices, context) <= 300e6
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--min_cost=400', '--max_cost=500'],
+     'no architecture of proxylessnas_search costs [400, 500] ms'),
+    (['--min_cost=85', '--max_cost=83'], 'min_cost 85 is above max_cost 83'),
+    (['--search_space=mobilenet_v2'], 'is a reference architecture'),
+    (['--cost_model=flops'], "unknown cost model 'flops'"),
+    (['--min_cost=210', '--max_attempts=5'], 'found 0 of 1'),
+])
+def test_errors_are_one_line(args, message):
+  done = run_tool(*args)
+  assert done.returncode == 2
+  lines = done.stderr.strip().splitlines()
+  assert len(lines) == 1, done.stderr
+  assert lines[0].startswith('sample_random.py: error: ')
+  assert message in lines[0]

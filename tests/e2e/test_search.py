@@ -1,0 +1,149 @@
+"""End-to-end CPU searches through the real model_fn and TPUEstimator."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorboard.backend.event_processing import event_accumulator
+
+from tests.e2e import tiny
+from tunas_search import controller
+from tunas_search import runner
+from tunas_search import schema
+
+tf1 = tf.compat.v1
+
+# Every scalar the issue documents for a search with a cost model.
+DOCUMENTED_SCALARS = [
+    'model/loss', 'model/empirical_loss', 'model/regularization_loss',
+    'model/learning_rate', 'rlcontroller/empirical_loss',
+    'rlcontroller/entropy_loss', 'rlcontroller/entropy',
+    'rlcontroller/validation_accuracy', 'rlcontroller/reward',
+    'rlcontroller/step_baseline', 'rlcontroller/baseline',
+    'rlcontroller/advantage', 'rlcontroller/log_prob',
+    'rlcontroller/learning_rate', 'rlcontroller/increase_ops_prob',
+    'rlcontroller/increase_filters_prob', 'rlcontroller/estimated_cost',
+    'rlcontroller/cost_ratio', 'rlcontroller/cost_adjustment']
+
+
+def _events(model_dir):
+  acc = event_accumulator.EventAccumulator(
+      model_dir, size_guidance={event_accumulator.TENSORS: 0})
+  acc.Reload()
+  return acc
+
+
+@pytest.fixture(scope='module')
+def finished_search(tmp_path_factory):
+  config = tiny.tiny_config(tmp_path_factory.mktemp('search'))
+  result = runner.run_search(config, tiny.tiny_spec())
+  return config, result
+
+
+def test_writes_config_spec_and_result(finished_search):
+  config, result = finished_search
+  for name in ('config.json', 'model_spec.json', 'search_result.json'):
+    assert os.path.exists(os.path.join(config.model_dir, name))
+  assert result.step == 6
+  saved = json.loads(open(os.path.join(config.model_dir,
+                                       'search_result.json')).read())
+  assert saved['architecture'] == result.architecture
+
+
+def test_events_hold_every_scalar_and_logit(finished_search):
+  config, _ = finished_search
+  tags = set(_events(config.model_dir).Tags()['tensors'])
+  missing = [t for t in DOCUMENTED_SCALARS if t not in tags]
+  assert not missing
+  decisions = schema.decisions(tiny.tiny_spec())
+  for d in decisions:
+    for j in range(d.num_choices):
+      assert f'rlpathlogits/{d.path}/{j}' in tags
+      assert f'rltaglogits/{d.tag_name}/{j}' in tags
+  logit_tags = [t for t in tags if t.startswith('rlpathlogits/')]
+  assert len(logit_tags) == sum(d.num_choices for d in decisions)
+
+
+def test_summaries_are_written_every_iterations_per_loop(finished_search):
+  config, _ = finished_search
+  steps = [e.step for e in _events(config.model_dir).Tensors('model/loss')]
+  assert steps == [0, 2, 4]
+
+
+def test_result_is_the_argmax_of_the_checkpointed_logits(finished_search):
+  config, result = finished_search
+  decisions = schema.decisions(tiny.tiny_spec())
+  logits = controller.read_logit_values(config.model_dir, decisions)
+  argmax = controller.argmax_indices(logits)
+  # The result is canonical: indices under a skipped layer are 0.
+  for d, got, want in zip(decisions, result.indices, argmax):
+    if all(argmax[p] == c for p, c in d.parents):
+      assert got == want
+  # The controller learned something: logits moved away from zero.
+  assert max(np.abs(l).max() for l in logits) > 0
+
+
+class _StopAt(tf1.train.SessionRunHook):
+  """Simulates a crash: raises once the global step reaches `step`."""
+
+  def __init__(self, step):
+    self._step = step
+
+  def begin(self):
+    self._global_step = tf1.train.get_global_step()
+
+  def after_run(self, run_context, run_values):
+    if run_context.session.run(self._global_step) >= self._step:
+      raise KeyboardInterrupt('simulated preemption')
+
+
+class _ReadOnStart(tf1.train.SessionRunHook):
+  """Records controller and baseline variables right after a restore."""
+
+  def __init__(self):
+    self.values = None
+
+  def after_create_session(self, session, coord):
+    names = [v for v in tf1.global_variables()
+             if v.name.startswith('rlcontroller/') or
+             v.name.startswith('global_step')]
+    self.values = {v.name.split(':')[0]: session.run(v) for v in names}
+
+
+def test_interrupted_search_resumes_with_its_state(tmp_path):
+  config = tiny.tiny_config(tmp_path, max_steps=8)
+  with pytest.raises(KeyboardInterrupt):
+    runner.run_search(config, tiny.tiny_spec(), hooks=[_StopAt(4)])
+  reader = tf.train.load_checkpoint(str(tmp_path))
+  assert reader.get_tensor('global_step') == 4
+  saved = {name: reader.get_tensor(name)
+           for name in reader.get_variable_to_shape_map()
+           if name.startswith('rlcontroller/') and 'Adam' not in name}
+  assert 'rlcontroller/baseline/ema' in saved
+  assert saved['rlcontroller/baseline/count'] == 4
+
+  probe = _ReadOnStart()
+  result = runner.run_search(config, tiny.tiny_spec(), hooks=[probe])
+  assert probe.values['global_step'] == 4
+  for name, value in saved.items():
+    np.testing.assert_array_equal(probe.values[name], value, err_msg=name)
+  assert result.step == 8
+  final = tf.train.load_checkpoint(str(tmp_path))
+  assert final.get_tensor('rlcontroller/baseline/count') == 8
+
+
+def test_nan_loss_stops_and_keeps_checkpoints_finite(tmp_path):
+  config = tiny.tiny_config(tmp_path, max_steps=20, model_learning_rate=1e30,
+                            model_warmup_steps_fraction=0.0)
+  with pytest.raises(runner.NonFiniteLossError,
+                     match='the loss became NaN or infinite near step'):
+    runner.run_search(config, tiny.tiny_spec())
+  checkpoint = tf.train.latest_checkpoint(str(tmp_path))
+  if checkpoint:  # A checkpoint written before or at the bad step is finite.
+    reader = tf.train.load_checkpoint(checkpoint)
+    for name in reader.get_variable_to_shape_map():
+      value = reader.get_tensor(name)
+      if np.issubdtype(np.asarray(value).dtype, np.floating):
+        assert np.all(np.isfinite(value)), name

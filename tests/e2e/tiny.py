@@ -1,0 +1,51 @@
+"""A tiny search space for end-to-end tests: real layers, seconds to build.
+
+It has every kind of decision the real spaces have (op choices, a skippable
+residual layer with nested decisions, searched widths and expansions), so the
+search engine is exercised fully at a fraction of the graph-building cost.
+"""
+
+import dataclasses
+
+from tunas_search import schema
+from tunas_search.config import SearchConfig
+from tunas_search.schema import OneOf
+from tunas_search.specs import (Activation, Block, Conv, ConvTower,
+                                DepthwiseBottleneck, FilterMultiplier,
+                                GlobalAveragePool, Residual, Zero)
+
+
+def bneck(strides):
+  return DepthwiseBottleneck(
+      kernel_size=OneOf([3, 5], schema.OP),
+      expansion_filters=OneOf([FilterMultiplier(1.0), FilterMultiplier(3.0)],
+                              schema.FILTERS),
+      strides=strides)
+
+
+def tiny_spec() -> ConvTower:
+  return ConvTower((
+      # Stem
+      Block((Conv(3, strides=2), Activation('relu')), OneOf([8, 16],
+                                                            schema.FILTERS)),
+      # Body
+      Block((bneck(strides=2), Residual(OneOf([bneck(1), Zero()], schema.OP))),
+            OneOf([8, 16, 24], schema.FILTERS)),
+      # Head
+      Block((Conv(1), Activation('relu'), GlobalAveragePool()), 32),
+  ))
+
+
+def tiny_config(model_dir, **overrides) -> SearchConfig:
+  values = dict(
+      search_space='tiny', model_dir=str(model_dir), num_classes=10,
+      num_train_examples=10000, dataset='embedded', image_size=28,
+      input_channels=1, train_batch_size=4, max_steps=6,
+      rl_learning_rate=0.5, cost_model='madds', rl_cost_model_target=1.0e5,
+      tpu_iterations_per_loop=2, save_checkpoints_steps=2, seed=3)
+  values.update(overrides)
+  return SearchConfig(**values)
+
+
+def with_overrides(config: SearchConfig, **overrides) -> SearchConfig:
+  return dataclasses.replace(config, **overrides)

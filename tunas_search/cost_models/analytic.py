@@ -1,0 +1,284 @@
+"""Exact multiply-adds and trainable-parameter counts of any ConvTower spec.
+
+Counting rules (kept in step with the builder, see specs.py):
+  * params: conv / depthwise kernels, BN gamma and beta (not the moving
+    statistics), biases (squeeze-excite convs; a Conv without BN), and the
+    classifier (dense kernel + bias on globally pooled features).
+  * madds: k*k*cin*cout*Hout*Wout per conv, k*k*c*Hout*Wout per depthwise
+    conv, the two 1x1 squeeze-excite convs on a 1x1 map, and the classifier.
+    Activations, BN, pooling and additions are not counted. SAME padding:
+    Hout = ceil(H / stride).
+
+Widths are carried as small distributions (mask weights over possible
+values), so that one walk serves both a fixed architecture (one-hot numpy
+masks, exact) and the supernet (float32 tensor masks, in-graph). Products of
+independent widths use mask-weighted means; the rounding of expanded and
+squeeze-excite widths is evaluated per (input width, multiplier) pair. For
+one-hot masks every quantity is therefore exact.
+"""
+
+import dataclasses
+import math
+from typing import Any, Callable, List, Tuple
+
+import numpy as np
+
+from tunas_search.cost_models import base
+from tunas_search.schema import OneOf
+from tunas_search.specs import (Activation, ConvTower, Conv,
+                                DepthwiseBottleneck, DetectionEndpoint,
+                                FilterMultiplier, GlobalAveragePool, Residual,
+                                SeparableConv, Zero, make_divisible,
+                                scale_filters)
+
+# SE hidden width = make_divisible(0.25 * expanded width) (SPEC.md section 2).
+SE_RATIO = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class Dist:
+  """A quantity that takes `values[j]` with weight `weights[j]`.
+
+  Attributes:
+    weights: vector [n]: numpy, or a float32 tensor from controller masks.
+    values: static float64 numpy vector [n].
+  """
+  weights: Any
+  values: np.ndarray
+
+  def mean(self, ops: base.NumpyOps, fn: Callable = None) -> Any:
+    """The weighted sum of `values` (or of `fn(values)`)."""
+    return ops.dot(self.weights, self.values if fn is None else fn(self.values))
+
+  def means(self, ops: base.NumpyOps, *columns: np.ndarray) -> List[Any]:
+    """Weighted sums of several value vectors [n] at once (one matvec)."""
+    return ops.unstack(ops.matvec(self.weights, np.stack(columns, axis=1)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _State:
+  """The tensor flowing between layers: width distribution and spatial size."""
+  width: Dist
+  size: int
+
+
+def _fixed(value: float, ops: base.NumpyOps) -> Dist:
+  return Dist(ops.ones(1), np.array([float(value)]))
+
+
+def _dist(node: Any, ops: base.NumpyOps, convert: Callable = float) -> Dist:
+  """A scalar field (int, bool, FilterMultiplier) or a OneOf of them."""
+  if isinstance(node, OneOf):
+    return Dist(base.mask_of(node, ops),
+                np.array([float(convert(c)) for c in node.choices]))
+  return _fixed(convert(node), ops)
+
+
+def _merge(dist: Dist, ops: base.NumpyOps) -> Dist:
+  """Sums the weights of equal values, so mixtures do not keep growing."""
+  unique = np.unique(dist.values)
+  if len(unique) == len(dist.values):
+    return dist
+  merge = (dist.values[:, None] == unique[None, :]).astype(np.float64)
+  return Dist(ops.matvec(dist.weights, merge), unique)
+
+
+def _out_size(size: int, strides: int) -> int:
+  if not isinstance(strides, int) or isinstance(strides, bool):
+    raise TypeError(f'strides must be an int, got {strides!r}')
+  return math.ceil(size / strides)  # SAME padding.
+
+
+def _square(v: np.ndarray) -> np.ndarray:
+  return v * v
+
+
+def _multiplier(choice: Any) -> float:
+  if not isinstance(choice, FilterMultiplier):
+    raise TypeError(f'expansion_filters must be a FilterMultiplier (or a '
+                    f'OneOf of them), got {choice!r}')
+  return choice.scale
+
+
+def _conv(layer: Conv, x: _State, out: Dist, ops, base_width: int):
+  del base_width  # Unused: no rounding in a plain conv.
+  size = _out_size(x.size, layer.strides)
+  weights = (_dist(layer.kernel_size, ops).mean(ops, _square) *
+             x.width.mean(ops) * out.mean(ops))
+  norm = (2.0 if layer.use_batch_norm else 1.0) * out.mean(ops)
+  return _State(out, size), weights + norm, weights * size * size
+
+
+def _separable(layer: SeparableConv, x: _State, out: Dist, ops,
+               base_width: int):
+  del base_width  # Unused: no rounding.
+  size = _out_size(x.size, layer.strides)
+  cin, cout = x.width.mean(ops), out.mean(ops)
+  depthwise = _dist(layer.kernel_size, ops).mean(ops, _square) * cin
+  pointwise = cin * cout
+  params = depthwise + 2.0 * cin + pointwise + 2.0 * cout
+  return _State(out, size), params, (depthwise + pointwise) * size * size
+
+
+def _expanded(x: Dist, multipliers: Dist, ops,
+              base_width: int) -> Tuple[Dist, np.ndarray]:
+  """Joint (input width, expanded width) over input x multiplier pairs.
+
+  Returns:
+    (Dist of expanded widths, the matching input widths [n]).
+  """
+  cin = np.repeat(x.values, len(multipliers.values))
+  scales = np.tile(multipliers.values, len(x.values))
+  expanded = np.array([float(scale_filters(int(c), s, base_width))
+                       for c, s in zip(cin, scales)])
+  return Dist(ops.outer(x.weights, multipliers.weights), expanded), cin
+
+
+def _se_cost(expanded: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+  """(params, madds) of squeeze-excite per expanded width (SPEC.md 2)."""
+  hidden = np.array([float(make_divisible(SE_RATIO * e)) for e in expanded])
+  return 2 * expanded * hidden + hidden + expanded, 2 * expanded * hidden
+
+
+def _bottleneck(layer: DepthwiseBottleneck, x: _State, out: Dist, ops,
+                base_width: int):
+  size = _out_size(x.size, layer.strides)
+  mults = _dist(layer.expansion_filters, ops, _multiplier)
+  exp, cin = _expanded(x.width, mults, ops, base_width)
+  se_params, se_madds = _se_cost(exp.values)
+  # Everything that depends on the (input, expanded) pair, in one matvec.
+  e, expand, se_p, se_m = exp.means(ops, exp.values, exp.values * cin,
+                                    se_params, se_madds)
+  cout = out.mean(ops)
+  depthwise = _dist(layer.kernel_size, ops).mean(ops, _square) * e
+  se_on = _dist(layer.use_squeeze_and_excite, ops).mean(ops)
+  project = e * cout
+  params = (expand + 4.0 * e + depthwise + se_on * se_p + project +
+            2.0 * cout)  # 4e: the BNs after the expand and depthwise convs.
+  madds = (expand * x.size * x.size + (depthwise + project) * size * size +
+           se_on * se_m)
+  return _State(out, size), params, madds
+
+
+def _weighted_sum(mask: Any, values: List[Any]) -> Any:
+  """sum_i mask[i] * values[i], skipping the free choices (Zero, ...)."""
+  terms = [mask[i] * v for i, v in enumerate(values)
+           if not (isinstance(v, float) and v == 0.0)]
+  return sum(terms[1:], terms[0]) if terms else 0.0
+
+
+def _choice(oneof: OneOf, x: _State, out: Dist, ops, base_width: int):
+  """A OneOf over layers: mask-weighted costs, mixture of output widths."""
+  mask = base.mask_of(oneof, ops)
+  results = [_layer(c, x, out, ops, base_width) for c in oneof.choices]
+  sizes = {r[0].size for r in results}
+  if len(sizes) != 1:
+    raise ValueError(f'the choices of {oneof.choices!r} give different '
+                     f'output resolutions {sorted(sizes)}')
+  width = Dist(ops.concat([mask[i] * r[0].width.weights
+                           for i, r in enumerate(results)]),
+               np.concatenate([r[0].width.values for r in results]))
+  params = _weighted_sum(mask, [r[1] for r in results])
+  madds = _weighted_sum(mask, [r[2] for r in results])
+  return _State(_merge(width, ops), sizes.pop()), params, madds
+
+
+def _layer(layer: Any, x: _State, out: Dist, ops, base_width: int):
+  """(output state, params, madds) of one layer given its input state."""
+  if isinstance(layer, OneOf):
+    return _choice(layer, x, out, ops, base_width)
+  if isinstance(layer, Residual):
+    return _layer(layer.layer, x, out, ops, base_width)
+  if isinstance(layer, (Zero, Activation, DetectionEndpoint)):
+    return x, 0.0, 0.0
+  if isinstance(layer, GlobalAveragePool):
+    return _State(x.width, 1), 0.0, 0.0
+  handler = _HANDLERS.get(type(layer))
+  if handler is None:
+    raise TypeError(f'no madds/params rule for layer type '
+                    f'{type(layer).__name__}')
+  return handler(layer, x, out, ops, base_width)
+
+
+_HANDLERS = {Conv: _conv, SeparableConv: _separable,
+             DepthwiseBottleneck: _bottleneck}
+
+
+def count(masked_spec: ConvTower, context: base.CostContext,
+          ops: base.NumpyOps = base.NUMPY_OPS) -> Tuple[Any, Any]:
+  """(params, madds) of a masked ConvTower, classifier included.
+
+  Args:
+    masked_spec: a ConvTower with a mask on every OneOf.
+    context: image size, number of classes and input channels.
+    ops: `base.NUMPY_OPS` or `base.TFOps()`.
+
+  Returns:
+    (params, madds): numpy float64 scalars, or float32 tensors when a mask
+    is a tensor.
+
+  Raises:
+    TypeError: if the spec holds a record without a counting rule.
+  """
+  if not isinstance(masked_spec, ConvTower):
+    raise TypeError(f'madds/params need a ConvTower spec, got '
+                    f'{type(masked_spec).__name__}')
+  x = _State(_fixed(context.input_channels, ops), context.image_size)
+  params, madds = 0.0, 0.0
+  for block in masked_spec.blocks:
+    out = _dist(block.filters, ops)
+    for layer in block.layers:
+      x, p, m = _layer(layer, x, out, ops, masked_spec.filters_base)
+      params, madds = params + p, madds + m
+  # Classifier: dense (== 1x1 conv) with bias on pooled features.
+  features = x.width.mean(ops)
+  params = params + features * context.num_classes + context.num_classes
+  madds = madds + features * context.num_classes
+  return params, madds
+
+
+# The last in-graph count: (masked spec, context, graph, (params, madds)).
+# `Params` and `Madds` on the same masked spec in one graph share its ops.
+_last_graph_count = None
+
+
+def _cached_graph_count(masked_spec, context, ops):
+  global _last_graph_count
+  import tensorflow as tf  # Lazy: only the in-graph path gets here.
+  if tf.executing_eagerly():
+    return count(masked_spec, context, ops)
+  graph = tf.compat.v1.get_default_graph()
+  last = _last_graph_count
+  if (last is None or last[0] is not masked_spec or last[1] != context or
+      last[2] is not graph):
+    last = (masked_spec, context, graph, count(masked_spec, context, ops))
+    _last_graph_count = last
+  return last[3]
+
+
+class _Analytic(base.CostModel):
+  """Shared part of `Madds` and `Params`: they apply to any ConvTower."""
+  _which = 0
+
+  def applies(self, space_name: str, spec: Any) -> bool:
+    del space_name  # Any ConvTower of specs records can be counted.
+    return isinstance(spec, ConvTower)
+
+  def _evaluate(self, masked_spec, context, ops):
+    if isinstance(ops, base.TFOps):
+      return _cached_graph_count(masked_spec, context, ops)[self._which]
+    return count(masked_spec, context, ops)[self._which]
+
+
+class Params(_Analytic):
+  """Trainable parameters of the stand-alone network."""
+  name = 'params'
+  unit = 'params'
+  _which = 0
+
+
+class Madds(_Analytic):
+  """Multiply-adds of one forward pass on one image."""
+  name = 'madds'
+  unit = 'madds'
+  _which = 1

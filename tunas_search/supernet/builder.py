@@ -1,0 +1,369 @@
+"""The spec -> network builder, one code path for supernets and stand-alone nets.
+
+`build_network` walks a masked model spec (docs/DESIGN.md, "Masks"). For each
+layer it first creates the variables, named after the layer's spec path, then
+returns an apply function; searched op choices run their apply functions
+inside `tf.cond`, so only the selected path is computed (SPEC.md section 4).
+"""
+
+import dataclasses
+from typing import Any, Callable, Optional
+
+import tensorflow as tf
+
+from tunas_search import specs
+from tunas_search.schema import OneOf
+from tunas_search.supernet import ops
+from tunas_search.supernet import widths
+from tunas_search.supernet.ops import BuildContext
+from tunas_search.supernet.widths import Width
+# Re-exported: docs/DESIGN.md lists these with the builder.
+from tunas_search.supernet.weights import regularization_loss  # pylint: disable=unused-import
+from tunas_search.supernet.weights import slice_to_shape  # pylint: disable=unused-import
+
+# `apply(x, scale, base)` returns `base + scale * layer(x)`; scale (a float32
+# scalar mask entry) and base are optional.
+Apply = Callable[..., tf.Tensor]
+# SPEC.md section 2: squeeze-excite squeezes to a quarter of the expanded width.
+SE_RATIO = 0.25
+# SPEC.md section 2: the classifier's kernel is initialised N(0, 0.01).
+CLASSIFIER_STDDEV = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+  """A built layer: `apply` (None for Zero), output width and stride."""
+  apply: Optional[Apply]
+  width: Width
+  strides: int = 1
+
+
+def _finish(y: tf.Tensor, scale: Optional[tf.Tensor],
+            base: Optional[tf.Tensor]) -> tf.Tensor:
+  """`base + scale * y` for layers that cannot fold the scale in."""
+  y = ops.scaled(y, scale)
+  return y if base is None else base + y
+
+
+def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
+            zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> Callable:
+  """An apply function `x -> y` for a field that may be a decision.
+
+  Args:
+    value: a plain choice or a OneOf of them (kernel size, squeeze-excite).
+    path: spec path of `value`.
+    make: `make(choice, ctx)` creates the choice's variables and returns
+      `fn(x, coef)` computing the choice's output times coef (coef may be None).
+    ctx: build settings.
+    zeros_fn: output when no choice is active, given x.
+
+  Returns:
+    `fn(x)`: the selected choice, or the mask-weighted sum of searched ones.
+  """
+  if isinstance(value, OneOf):
+    index = widths.selected_index(value, path)
+    if index is None:
+      sub_ctx = dataclasses.replace(ctx, in_cond=True)
+      fns = [make(c, sub_ctx) for c in value.choices]
+      branches = list(zip(widths.mask_entries(value), fns))
+      return lambda x: ops.switch(x, branches, None, lambda: zeros_fn(x))
+    value = value.choices[index]
+  fn = make(value, ctx)
+  return lambda x: fn(x, None)
+
+
+def _depthwise_choice(path: str, channels: Width, strides: int,
+                      act: str) -> Callable:
+  """`make` for a kernel-size choice: depthwise k x k -> BN -> activation.
+
+  Each kernel size has its own kernel and BN (SPEC.md section 4):
+  `path/depthwise_k{k}/kernel` and `path/depthwise_bn_k{k}/*`.
+  """
+  def make(k: int, ctx: BuildContext):
+    kernel = ops.depthwise_kernel(f'{path}/depthwise_k{k}', k, channels.max)
+    bn = ops.batch_norm_vars(f'{path}/depthwise_bn_k{k}', channels.max, ctx)
+    def fn(x, coef):
+      y = ops.depthwise_conv2d(x, kernel, strides)
+      return ops.bn_activation(y, bn, ctx, act, channels.mask, coef)
+    return fn
+  return make
+
+
+def _build_conv(layer: specs.Conv, path: str, in_width: Width,
+                out_width: Width, ctx: BuildContext) -> Built:
+  """k x k conv -> BN, or conv + bias; one kernel (and BN) per kernel size."""
+  def make(k: int, sub_ctx: BuildContext):
+    kernel = ops.conv_kernel(f'{path}/conv_k{k}', k, in_width.max,
+                             out_width.max)
+    if layer.use_batch_norm:
+      bn = ops.batch_norm_vars(f'{path}/bn_k{k}', out_width.max, sub_ctx)
+      return lambda x, coef: ops.batch_norm(
+          ops.conv2d(x, kernel, layer.strides), bn, sub_ctx,
+          ops.combine(out_width.mask, coef))
+    b = ops.bias(f'{path}/conv_k{k}', out_width.max)
+    return lambda x, coef: ops.scaled(
+        ops.conv2d(x, kernel, layer.strides) + tf.cast(b, x.dtype),
+        ops.combine(out_width.mask, coef))
+
+  conv = _choose(layer.kernel_size, f'{path}/kernel_size', make, ctx,
+                 lambda x: ops.zeros_like_output(x, layer.strides,
+                                                 out_width.max))
+  return Built(lambda x, scale=None, base=None: _finish(conv(x), scale, base),
+               out_width, layer.strides)
+
+
+def _build_separable(layer: specs.SeparableConv, path: str, in_width: Width,
+                     out_width: Width, ctx: BuildContext) -> Built:
+  """Depthwise -> BN -> act -> 1x1 `project` -> `project_bn` (SPEC.md 2)."""
+  depthwise = _choose(
+      layer.kernel_size, f'{path}/kernel_size',
+      _depthwise_choice(path, in_width, layer.strides, layer.activation), ctx,
+      lambda x: ops.zeros_like_output(x, layer.strides, in_width.max))
+  project = ops.conv_kernel(f'{path}/project', 1, in_width.max, out_width.max)
+  project_bn = ops.batch_norm_vars(f'{path}/project_bn', out_width.max, ctx)
+
+  def apply(x, scale=None, base=None):
+    y = ops.conv2d(depthwise(x), project)
+    y = ops.batch_norm(y, project_bn, ctx, ops.combine(out_width.mask, scale))
+    return y if base is None else base + y
+  return Built(apply, out_width, layer.strides)
+
+
+def _squeeze_excite_choice(path: str, expanded: Width,
+                           layer: specs.DepthwiseBottleneck) -> Callable:
+  """`make` for the squeeze-excite on/off choice (SPEC.md section 2)."""
+  hidden = widths.map_widths(
+      expanded, lambda w: specs.make_divisible(SE_RATIO * w))
+
+  def make(enabled: bool, ctx: BuildContext):
+    del ctx  # No BN inside squeeze-excite.
+    if not enabled:
+      return ops.scaled
+    reduce_k = ops.conv_kernel(f'{path}/se/reduce', 1, expanded.max,
+                               hidden.max)
+    reduce_b = ops.bias(f'{path}/se/reduce', hidden.max)
+    expand_k = ops.conv_kernel(f'{path}/se/expand', 1, hidden.max,
+                               expanded.max)
+    expand_b = ops.bias(f'{path}/se/expand', expanded.max)
+
+    def fn(x, coef):
+      pooled = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
+      h = ops.conv2d(pooled, reduce_k) + tf.cast(reduce_b, x.dtype)
+      # Hidden channels outside the expanded width's SE width must stay 0.
+      h = ops.scaled(ops.activation(h, layer.se_inner_activation),
+                     hidden.mask)
+      gate = ops.conv2d(h, expand_k) + tf.cast(expand_b, x.dtype)
+      gate = ops.activation(gate, layer.se_gating_activation)
+      return x * ops.scaled(gate, coef)
+    return fn
+  return make
+
+
+def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
+                      in_width: Width, out_width: Width,
+                      ctx: BuildContext) -> Built:
+  """Inverted bottleneck; expand/project and their BNs shared by kernels."""
+  expanded = widths.expanded_width(in_width, layer.expansion_filters,
+                                   ctx.filters_base,
+                                   f'{path}/expansion_filters')
+  expand = ops.conv_kernel(f'{path}/expand', 1, in_width.max, expanded.max)
+  expand_bn = ops.batch_norm_vars(f'{path}/expand_bn', expanded.max, ctx)
+  depthwise = _choose(
+      layer.kernel_size, f'{path}/kernel_size',
+      _depthwise_choice(path, expanded, layer.strides, layer.activation), ctx,
+      lambda x: ops.zeros_like_output(x, layer.strides, expanded.max))
+  squeeze_excite = _choose(
+      layer.use_squeeze_and_excite, f'{path}/use_squeeze_and_excite',
+      _squeeze_excite_choice(path, expanded, layer), ctx, tf.zeros_like)
+  project = ops.conv_kernel(f'{path}/project', 1, expanded.max, out_width.max)
+  project_bn = ops.batch_norm_vars(f'{path}/project_bn', out_width.max, ctx)
+
+  def apply(x, scale=None, base=None):
+    h = ops.bn_activation(ops.conv2d(x, expand), expand_bn, ctx,
+                          layer.activation, expanded.mask, None)
+    h = squeeze_excite(depthwise(h))
+    # The op's mask entry is folded into the last BN (no activation after).
+    y = ops.batch_norm(ops.conv2d(h, project), project_bn, ctx,
+                       ops.combine(out_width.mask, scale))
+    return y if base is None else base + y
+  return Built(apply, out_width, layer.strides)
+
+
+def _build_activation(layer: specs.Activation, path: str, in_width: Width,
+                      out_width: Width, ctx: BuildContext) -> Built:
+  del path, out_width, ctx
+  # sigmoid(0) != 0: masked-off channels must be zeroed again.
+  mask = in_width.mask if layer.name == 'sigmoid' else None
+  return Built(lambda x, scale=None, base=None: _finish(
+      ops.scaled(ops.activation(x, layer.name), mask), scale, base), in_width)
+
+
+def _build_pool(layer, path, in_width, out_width, ctx) -> Built:
+  del layer, path, out_width, ctx
+  return Built(lambda x, scale=None, base=None: _finish(
+      tf.reduce_mean(x, axis=[1, 2], keepdims=True), scale, base), in_width)
+
+
+def _build_identity(layer, path, in_width, out_width, ctx) -> Built:
+  del layer, path, out_width, ctx
+  return Built(lambda x, scale=None, base=None: _finish(x, scale, base),
+               in_width)
+
+
+def _build_zero(layer, path, in_width, out_width, ctx) -> Built:
+  del layer, path, out_width, ctx
+  return Built(None, in_width)
+
+
+def _build_residual(layer: specs.Residual, path: str, in_width: Width,
+                    out_width: Width, ctx: BuildContext) -> Built:
+  """`layer(x) + x`; the identity when the layer is (or selects) Zero."""
+  inner = build_layer(layer.layer, f'{path}/layer', in_width, out_width, ctx)
+  if inner.apply is None:
+    return _build_identity(layer, path, in_width, out_width, ctx)
+  if inner.strides != 1 or inner.width.max != in_width.max:
+    raise ValueError(f'{path}: a residual layer must keep its input shape')
+  drop = ctx.is_training and ctx.path_dropout_rate > 0
+
+  def apply(x, scale=None, base=None):
+    if drop:
+      y = x + ops.drop_path(inner.apply(x), ctx.path_dropout_rate)
+    else:  # Adding onto x inside the op switch saves a zero tensor.
+      y = inner.apply(x, None, x)
+    return _finish(y, scale, base)
+  return Built(apply, in_width)
+
+
+def _build_oneof(oneof: OneOf, path: str, in_width: Width, out_width: Width,
+                 ctx: BuildContext) -> Built:
+  """An op decision: the selected layer, or a conditional switch."""
+  index = widths.selected_index(oneof, path)
+  if index is not None:
+    return build_layer(oneof.choices[index], f'{path}/choices/{index}',
+                       in_width, out_width, ctx)
+  sub_ctx = dataclasses.replace(ctx, in_cond=True)
+  built = [build_layer(c, f'{path}/choices/{i}', in_width, out_width, sub_ctx)
+           for i, c in enumerate(oneof.choices)]
+  real = [(m, b) for m, b in zip(widths.mask_entries(oneof), built)
+          if b.apply is not None]
+  if not real:
+    return Built(None, in_width)
+  first = real[0][1]
+  if any(b.strides != first.strides or b.width.max != first.width.max
+         for _, b in real):
+    raise ValueError(f'{path}: op choices must have the same output shape')
+  branches = [(m, lambda x, c, f=b.apply: f(x, c)) for m, b in real]
+
+  def apply(x, scale=None, base=None):
+    if scale is not None:
+      branches_s = [(m, lambda x, c, f=f: f(x, c * scale)) for m, f in branches]
+    else:
+      branches_s = branches
+    return ops.switch(x, branches_s, base, lambda: ops.zeros_like_output(
+        x, first.strides, first.width.max))
+  return Built(apply, first.width, first.strides)
+
+
+_BUILDERS = {
+    OneOf: _build_oneof,
+    specs.Conv: _build_conv,
+    specs.SeparableConv: _build_separable,
+    specs.DepthwiseBottleneck: _build_bottleneck,
+    specs.Activation: _build_activation,
+    specs.Residual: _build_residual,
+    specs.Zero: _build_zero,
+    specs.GlobalAveragePool: _build_pool,
+    specs.DetectionEndpoint: _build_identity,
+}
+
+
+def build_layer(layer: Any, path: str, in_width: Width, out_width: Width,
+                ctx: BuildContext) -> Built:
+  """Creates a layer's variables and returns how to apply it.
+
+  Args:
+    layer: a layer record or an op OneOf of them.
+    path: the layer's spec path (variable scope).
+    in_width: width of the layer's input.
+    out_width: the enclosing block's width (output of width-changing layers).
+    ctx: build settings.
+
+  Returns:
+    The built layer.
+
+  Raises:
+    ValueError: on an unsupported layer type or an inconsistent spec.
+  """
+  builder = _BUILDERS.get(type(layer))
+  if builder is None:
+    raise ValueError(f'{path}: cannot build {type(layer).__name__}; '
+                     f'supported: {[t.__name__ for t in _BUILDERS]}')
+  return builder(layer, path, in_width, out_width, ctx)
+
+
+def _classifier(features: tf.Tensor, width: Width, num_classes: int,
+                ctx: BuildContext, dropout_rate: float) -> tf.Tensor:
+  """Global average pool -> dropout -> dense with bias (SPEC.md section 2).
+
+  Runs in float32 whatever the compute dtype, for accurate logits.
+  """
+  pooled = tf.cast(tf.reduce_mean(features, axis=[1, 2]), tf.float32)
+  if ctx.is_training and dropout_rate > 0:
+    pooled = tf.nn.dropout(pooled, rate=dropout_rate)
+  kernel = ops.get_var(
+      'classifier', 'kernel', [width.max, num_classes],
+      tf.compat.v1.random_normal_initializer(stddev=CLASSIFIER_STDDEV))
+  b = ops.bias('classifier', num_classes)
+  return tf.matmul(pooled, kernel) + b
+
+
+def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
+                  num_classes: int, *, is_training: bool,
+                  batch_norm_mode: str, dtype: tf.DType = tf.float32,
+                  dropout_rate: float = 0.0,
+                  path_dropout_rate: float = 0.0) -> tf.Tensor:
+  """Builds the network of a masked spec on `images`.
+
+  Numpy one-hot masks give a stand-alone network (only the selected ops, exact
+  widths); tensor masks give a supernet (largest widths, masked; op choices
+  run conditionally). Variables are named after spec paths inside the
+  caller's variable scope and reused by later calls (AUTO_REUSE).
+
+  Args:
+    model_spec: a `ConvTower` with a mask on every OneOf.
+    images: float32 [N, H, W, C] with static H, W and C.
+    num_classes: classifier outputs.
+    is_training: enables dropout, path dropout and stateful BN updates.
+    batch_norm_mode: 'batch' (batch statistics always, for search) or
+      'stateful' (moving averages, updated in UPDATE_OPS when training).
+    dtype: compute dtype, tf.float32 or tf.bfloat16; variables stay float32.
+    dropout_rate: dropout before the classifier (training only).
+    path_dropout_rate: stochastic depth on residual branches (training only).
+
+  Returns:
+    float32 logits [N, num_classes].
+
+  Raises:
+    ValueError: on bad arguments, a missing or malformed mask, or a spec the
+      builder cannot build.
+  """
+  if batch_norm_mode not in ops.BATCH_NORM_MODES:
+    raise ValueError(f'unknown batch_norm_mode {batch_norm_mode!r}; valid: '
+                     f'{ops.BATCH_NORM_MODES}')
+  if dtype not in (tf.float32, tf.bfloat16):
+    raise ValueError(f'dtype must be float32 or bfloat16, got {dtype}')
+  if not 0 <= dropout_rate < 1 or not 0 <= path_dropout_rate < 1:
+    raise ValueError('dropout rates must be in [0, 1)')
+  ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
+                     model_spec.filters_base)
+  x = tf.cast(images, dtype)
+  width = widths.fixed(images.shape[-1])
+  with ops.v1_control_flow():
+    for b, block in enumerate(model_spec.blocks):
+      block_width = widths.block_width(block.filters, f'blocks/{b}/filters')
+      for i, layer in enumerate(block.layers):
+        built = build_layer(layer, f'blocks/{b}/layers/{i}', width,
+                            block_width, ctx)
+        x = tf.zeros_like(x) if built.apply is None else built.apply(x)
+        width = built.width
+  return _classifier(x, width, num_classes, ctx, dropout_rate)
