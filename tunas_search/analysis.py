@@ -182,11 +182,6 @@ def read_scalars(model_dir: str, prefixes: Sequence[str] = ('rl',)
   return {tag: sorted(values.items()) for tag, values in series.items()}
 
 
-def path_logit_tag(decision: schema.Decision, choice: int) -> str:
-  """Summary tag of one logit, as `search.logit_summaries` writes it."""
-  return f'rlpathlogits/{decision.path}/{choice}'
-
-
 def logged_logits(scalars: Dict[str, Series],
                   decisions: Sequence[schema.Decision]
                   ) -> Dict[int, List[np.ndarray]]:
@@ -195,13 +190,13 @@ def logged_logits(scalars: Dict[str, Series],
   Returns:
     step -> one float32 [num_choices] array per decision.
   """
-  tags = [path_logit_tag(d, j) for d in decisions
+  tags = [controller.path_logit_tag(d, j) for d in decisions
           for j in range(d.num_choices)]
   by_tag = {tag: dict(scalars.get(tag, ())) for tag in tags}
   if not by_tag:
     return {}
   steps = set.intersection(*(set(v) for v in by_tag.values()))
-  return {step: [np.array([by_tag[path_logit_tag(d, j)][step]
+  return {step: [np.array([by_tag[controller.path_logit_tag(d, j)][step]
                            for j in range(d.num_choices)], np.float32)
                  for d in decisions]
           for step in sorted(steps)}

@@ -72,6 +72,16 @@ def variable_name(decision: schema.Decision,
   return f'{scope}/{_LOGITS_SCOPE}/{decision.path or "root"}'
 
 
+def path_logit_tag(decision: schema.Decision, choice: int) -> str:
+  """Summary tag of one logit by decision path: `rlpathlogits/<path>/<j>`."""
+  return f'rlpathlogits/{decision.path}/{choice}'
+
+
+def tag_logit_tag(decision: schema.Decision, choice: int) -> str:
+  """Summary tag of one logit by tag name: `rltaglogits/op_indices_7/<j>`."""
+  return f'rltaglogits/{decision.tag_name}/{choice}'
+
+
 def create_logits(decisions: Sequence[schema.Decision],
                   scope: str = DEFAULT_SCOPE) -> List[tf.Variable]:
   """Creates (or reuses) one zero-initialised logits variable per decision.

@@ -9,10 +9,10 @@ from typing import Any, Dict, List, Optional
 from absl import logging
 import tensorflow as tf
 
+from tunas_search import analysis
 from tunas_search import architecture
 from tunas_search import config as config_lib
 from tunas_search import controller
-from tunas_search import cost_models
 from tunas_search import data
 from tunas_search import schema
 from tunas_search import search
@@ -57,17 +57,6 @@ def _latest_step(model_dir: str) -> int:
       tf.compat.v1.GraphKeys.GLOBAL_STEP))
 
 
-def estimated_costs(config: SearchConfig, model_spec: Any,
-                    indices: List[int]) -> Dict[str, float]:
-  """Every applicable cost model's estimate for one architecture."""
-  context = cost_models.CostContext(
-      space_name=config.cost_model_space, image_size=config.image_size,
-      num_classes=config.num_classes, input_channels=config.input_channels)
-  return {name: float(model.cost(model_spec, indices, context))
-          for name, model in cost_models.REGISTRY.items()
-          if model.applies(config.cost_model_space, model_spec)}
-
-
 def read_result(config: SearchConfig, model_spec: Any) -> SearchResult:
   """Reads the controller's preferred architecture from the checkpoint."""
   decisions = schema.decisions(model_spec)
@@ -83,7 +72,7 @@ def read_result(config: SearchConfig, model_spec: Any) -> SearchResult:
       model_dir=config.model_dir, step=_latest_step(config.model_dir),
       indices=indices, architecture=architecture.format_indices(indices),
       block_string=architecture.block_string(pruned),
-      costs=estimated_costs(config, model_spec, indices),
+      costs=analysis.estimated_costs(config, model_spec, indices),
       probabilities=[[round(float(p), 4) for p in probs]
                      for probs in controller.probabilities(logits)])
 

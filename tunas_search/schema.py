@@ -75,7 +75,7 @@ class Decision(NamedTuple):
     return f'{self.tag}_indices_{self.tag_index}'
 
 
-def _children(node: Any) -> List[Tuple[str, Any]]:
+def children(node: Any) -> List[Tuple[str, Any]]:
   """(path segment, child) pairs of a non-OneOf node, in traversal order."""
   if dataclasses.is_dataclass(node) and not isinstance(node, type):
     return [(f.name, getattr(node, f.name)) for f in dataclasses.fields(node)]
@@ -125,7 +125,7 @@ def map_oneofs(fn: Callable[[str, OneOf], Any], spec: Any) -> Any:
       return fn(_join(path), dataclasses.replace(node, choices=tuple(choices)))
     if isinstance(node, _SCALARS):
       return node
-    kids = _children(node)
+    kids = children(node)
     if not kids:
       return node
     return _rebuild(node, [walk(child, path + [seg]) for seg, child in kids])
@@ -150,7 +150,7 @@ def decisions(spec: Any) -> List[Decision]:
         walk(choice, path + ['choices', str(i)], parents + [(here, i)])
       found.append((here, node, parents))
       return
-    for seg, child in _children(node):
+    for seg, child in children(node):
       walk(child, path + [seg], parents)
 
   walk(spec, [], [])

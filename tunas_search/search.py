@@ -180,8 +180,8 @@ def logit_summaries(decisions: List[schema.Decision],
   out = {}
   for d, var in zip(decisions, logits):
     for j in range(d.num_choices):
-      out[f'rlpathlogits/{d.path}/{j}'] = var[j]
-      out[f'rltaglogits/{d.tag_name}/{j}'] = var[j]
+      out[controller.path_logit_tag(d, j)] = var[j]
+      out[controller.tag_logit_tag(d, j)] = var[j]
   return out
 
 

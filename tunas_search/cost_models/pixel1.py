@@ -69,7 +69,7 @@ def _num_layer_features(node: Any) -> int:
   if isinstance(node, _SCALARS):
     return 1
   return int(np.prod([_num_layer_features(c)
-                      for _, c in schema._children(node)], dtype=np.int64))
+                      for _, c in schema.children(node)], dtype=np.int64))
 
 
 def _has_decision(node: Any) -> bool:
@@ -77,7 +77,7 @@ def _has_decision(node: Any) -> bool:
     return True
   if isinstance(node, _SCALARS):
     return False
-  return any(_has_decision(c) for _, c in schema._children(node))
+  return any(_has_decision(c) for _, c in schema.children(node))
 
 
 def _layer_features(node: Any, ops: base.NumpyOps, path: str) -> Any:
@@ -92,7 +92,7 @@ def _layer_features(node: Any, ops: base.NumpyOps, path: str) -> Any:
   result = ops.ones(1)
   if isinstance(node, _SCALARS):
     return result
-  for seg, child in schema._children(node):
+  for seg, child in schema.children(node):
     if _has_decision(child):
       result = _kron(result, _layer_features(child, ops, f'{path}/{seg}'), ops)
   return result

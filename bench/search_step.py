@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Benchmarks one search step against its parts; prints one JSON object.
+
+  .venv/bin/python bench/search_step.py [--search_space=proxylessnas_search]
+
+The search step (the real model_fn's train op) is compared, in one process,
+with what it must at least do: one training step of the sampled path built
+stand-alone at maximum width, plus one inference pass of that network on the
+validation batch. The controller is pinned to one architecture (peaked logits,
+no warm-up, zero controller learning rate) so both sides run the same path.
+
+Keys:
+  search_vs_parts_ratio: search step / (training step + validation inference);
+    goal <= 1.10.
+  overhead_share: time of the controller, cost model, reward and summary
+    packing alone, as a share of the search step; goal <= 0.03.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import numpy as np
+import tensorflow as tf
+
+import search_spaces
+from tunas_search import architecture
+from tunas_search import controller
+from tunas_search import cost_models
+from tunas_search import rewards
+from tunas_search import schedules
+from tunas_search import schema
+from tunas_search import search
+from tunas_search import supernet
+from tunas_search import tpu
+from tunas_search.config import SearchConfig
+
+tf1 = tf.compat.v1
+_PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
+
+
+def _config(args, model_dir: str) -> SearchConfig:
+  space = search_spaces.get(args.search_space)
+  return SearchConfig(
+      search_space=args.search_space, model_dir=model_dir, num_classes=10,
+      num_train_examples=10000, image_size=args.image_size,
+      input_channels=3, train_batch_size=args.batch_size,
+      max_steps=1000, rl_delay_steps_fraction=1.0,
+      increase_ops_warmup_steps_fraction=0.0,
+      increase_filters_warmup_steps_fraction=0.0,
+      cost_model_space=space.pixel1_model,
+      rl_cost_model_target=space.default_cost_target,
+      tpu_iterations_per_loop=1000000)
+
+
+def _batch(config: SearchConfig, rng):
+  def images(n):
+    return tf.constant(rng.normal(size=(n, config.image_size,
+                                        config.image_size, 3)), tf.float32)
+  def labels(n):
+    return tf.constant(rng.integers(0, config.num_classes, size=n), tf.int32)
+  b, v = config.train_batch_size, config.validation_batch_size
+  return ({'train_images': images(b), 'validation_images': images(v)},
+          {'train_labels': labels(b), 'validation_labels': labels(v)})
+
+
+def _time(session, fetch, steps: int) -> float:
+  """Median seconds per run of `fetch` after two warm-up runs."""
+  for _ in range(2):
+    session.run(fetch)
+  times = []
+  for _ in range(steps):
+    start = time.perf_counter()
+    session.run(fetch)
+    times.append(time.perf_counter() - start)
+  return float(np.median(times))
+
+
+def _pin_controller(decisions, indices):
+  """Assign ops that make the controller sample `indices` with certainty."""
+  ops = []
+  for d, logits in zip(decisions, controller.create_logits(
+      decisions, scope=search.CONTROLLER_SCOPE)):
+    ops.append(logits.assign(np.eye(d.num_choices)[indices[d.index]] * _PEAK))
+  return tf.group(ops)
+
+
+def search_step(config, spec, indices, rng):
+  """Session and train op of the real model_fn, pinned to `indices`."""
+  graph = tf.Graph()
+  with graph.as_default():
+    tf1.set_random_seed(0)
+    features, labels = _batch(config, rng)
+    model_fn = search.make_model_fn(config, spec)
+    est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
+    _, packed = est_spec.host_call[1]
+    pin = _pin_controller(schema.decisions(spec), indices)
+    session = tf1.Session(graph=graph)
+    session.run(tf1.global_variables_initializer())
+    session.run(pin)
+  return session, [est_spec.train_op, packed]
+
+
+def overhead_only(config, spec, rng):
+  """Controller sampling, cost model, reward, baseline, controller update and
+  summary packing, without the network."""
+  graph = tf.Graph()
+  with graph.as_default():
+    decisions = schema.decisions(spec)
+    step = tf1.train.get_or_create_global_step()
+    logits = controller.create_logits(decisions)
+    sample = controller.sample(decisions, logits, increase_ops_prob=0.0,
+                               increase_filters_prob=0.0)
+    masked = schema.with_masks(spec, sample.masks)
+    context = cost_models.CostContext(config.cost_model_space,
+                                      config.image_size, config.num_classes, 3)
+    cost = cost_models.get(config.cost_model).tf_cost(masked, context)
+    terms = rewards.REGISTRY.get(config.rl_reward_function)(
+        tf.constant(0.5), cost, config.rl_cost_model_target,
+        config.rl_cost_model_exponent)
+    baseline = rewards.ema_baseline(terms.reward)
+    loss = rewards.reinforce_loss(sample.log_prob, terms.reward - baseline,
+                                  sample.entropy)
+    train = schedules.controller_optimizer(1e-3).minimize(
+        loss, var_list=logits, global_step=step)
+    scalars = search.logit_summaries(decisions, logits)
+    scalars.update({'reward': terms.reward, 'cost': cost})
+    _, packed = tpu.pack_summaries(scalars)
+    session = tf1.Session(graph=graph)
+    session.run(tf1.global_variables_initializer())
+  return session, [train, packed]
+
+
+def parts(config, spec, indices, rng):
+  """Stand-alone training step at maximum width + validation inference."""
+  widest = [d.num_choices - 1 if d.tag == schema.FILTERS else i
+            for d, i in zip(schema.decisions(spec), indices)]
+  fixed = architecture.with_indices(spec, widest)
+  graph = tf.Graph()
+  with graph.as_default():
+    features, labels = _batch(config, rng)
+    logits = supernet.build_network(
+        fixed, features['train_images'], config.num_classes, is_training=True,
+        batch_norm_mode='batch')
+    loss = tf1.losses.softmax_cross_entropy(
+        tf.one_hot(labels['train_labels'], config.num_classes), logits,
+        label_smoothing=config.label_smoothing)
+    loss += supernet.regularization_loss(config.weight_decay)
+    train = tf1.train.RMSPropOptimizer(0.01, decay=0.9, momentum=0.9,
+                                       epsilon=1.0).minimize(loss)
+    inference = supernet.build_network(
+        fixed, features['validation_images'], config.num_classes,
+        is_training=True, batch_norm_mode='batch')
+    session = tf1.Session(graph=graph)
+    session.run(tf1.global_variables_initializer())
+  return session, train, inference
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--search_space', default='proxylessnas_search')
+  parser.add_argument('--image_size', type=int, default=64)
+  parser.add_argument('--batch_size', type=int, default=16)
+  parser.add_argument('--steps', type=int, default=10)
+  parser.add_argument('--repeats', type=int, default=3)
+  args = parser.parse_args()
+  rng = np.random.default_rng(0)
+  space = search_spaces.get(args.search_space)
+  spec = space.spec()
+  indices = list(architecture.random_indices(spec, np.random.default_rng(1)))
+  config = _config(args, '/tmp/tunas_search_bench_search_step')
+  searching, search_fetch = search_step(config, spec, indices, rng)
+  standalone, train, inference = parts(config, spec, indices, rng)
+  overhead, overhead_fetch = overhead_only(config, spec, rng)
+  # Interleave the measurements so machine noise hits every side alike.
+  measured = {'search': [], 'train': [], 'inference': [], 'overhead': []}
+  for _ in range(args.repeats):
+    measured['search'].append(_time(searching, search_fetch, args.steps))
+    measured['train'].append(_time(standalone, train, args.steps))
+    measured['inference'].append(_time(standalone, inference, args.steps))
+    measured['overhead'].append(_time(overhead, overhead_fetch, args.steps))
+  ms = {k: 1000 * float(np.median(v)) for k, v in measured.items()}
+  print(json.dumps({
+      'benchmark': 'search_step',
+      'search_space': args.search_space,
+      'image_size': args.image_size,
+      'train_batch_size': args.batch_size,
+      'validation_batch_size': config.validation_batch_size,
+      'architecture': architecture.format_indices(indices),
+      'search_step_ms': round(ms['search'], 2),
+      'standalone_train_step_ms': round(ms['train'], 2),
+      'standalone_validation_inference_ms': round(ms['inference'], 2),
+      'overhead_ms': round(ms['overhead'], 2),
+      'search_vs_parts_ratio': round(
+          ms['search'] / (ms['train'] + ms['inference']), 3),
+      'overhead_share': round(ms['overhead'] / ms['search'], 4),
+  }, indent=2))
+
+
+if __name__ == '__main__':
+  main()
