@@ -6,7 +6,9 @@
       --indices=0:0:0:1:0:... --format=json
 
 Without --indices, a reference net describes itself and a search space its
-largest network. Runs on numpy only (no TensorFlow graph), so it is fast.
+largest network. Runs on numpy only (no TensorFlow graph), so it is fast;
+only --measure_latency builds the network in TensorFlow, converts it to a
+float TFLite model and times it on this machine's CPU.
 """
 
 import json
@@ -51,6 +53,13 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_string('format', 'text', 'Output format: ' +
                       ', '.join(FORMATS), flag_values=flag_values)
+  flags.DEFINE_bool('measure_latency', False, 'Also build the network (random '
+                    'weights), convert it to a float TFLite model and report '
+                    'its median latency on this CPU (1 thread).',
+                    flag_values=flag_values)
+  flags.DEFINE_integer('latency_runs', 20, 'Timed runs of --measure_latency '
+                       '(after 3 warm-up runs).', lower_bound=1,
+                       flag_values=flag_values)
 
 
 def describe(space_name: str, indices: Optional[str] = None,
@@ -101,6 +110,34 @@ def describe(space_name: str, indices: Optional[str] = None,
   }
 
 
+MEASURED_KEY = 'measured_latency_ms/tflite_cpu'
+MEASURED_MIN_KEY = 'measured_latency_min_ms/tflite_cpu'
+WARMUP_RUNS = 3
+
+
+def measure_latency(space_name: str, indices: str, num_classes: int = 1000,
+                    image_size: int = 224, input_channels: int = 3,
+                    runs: int = 20) -> Dict[str, float]:
+  """Median and minimum float TFLite latency on this CPU, one thread.
+
+  Imports TensorFlow (only this option of the tool needs it).
+
+  Returns:
+    {MEASURED_KEY: median ms, MEASURED_MIN_KEY: minimum ms}.
+  """
+  # pylint: disable=g-import-not-at-top
+  from tunas_search import export
+  # pylint: enable=g-import-not-at-top
+  spec = search_spaces.get(space_name).spec()
+  masked = architecture.with_indices(spec, architecture.parse_indices(
+      indices, spec))
+  model = export.random_tflite_model(masked, image_size, input_channels,
+                                     num_classes)
+  latency = export.measure_tflite_latency(model, runs=runs,
+                                          warmup_runs=WARMUP_RUNS)
+  return {MEASURED_KEY: latency.median_ms, MEASURED_MIN_KEY: latency.min_ms}
+
+
 def format_text(info: Dict[str, Any]) -> str:
   """A readable multi-line summary of `describe()`'s result."""
   lines = [
@@ -115,6 +152,9 @@ def format_text(info: Dict[str, Any]) -> str:
   for key in sorted(k for k in info if k.startswith('cost/')):
     unit = cost_models.get(key[len('cost/'):]).unit
     lines.append(f'{key + ":":<22} {info[key]:,.2f} {unit}')
+  if MEASURED_KEY in info:
+    lines.append(f'{"measured tflite cpu:":<22} {info[MEASURED_KEY]:,.2f} ms '
+                 f'(median, 1 thread; min {info[MEASURED_MIN_KEY]:,.2f} ms)')
   return '\n'.join(lines)
 
 
@@ -135,6 +175,11 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
                          f'{", ".join(search_spaces.names())}')
   info = describe(f.search_space, f.indices, num_classes=f.num_classes,
                   image_size=f.image_size, input_channels=f.input_channels)
+  if f.measure_latency:
+    info.update(measure_latency(
+        info['search_space'], info['indices'], num_classes=f.num_classes,
+        image_size=f.image_size, input_channels=f.input_channels,
+        runs=f.latency_runs))
   print(json.dumps(info, indent=2) if f.format == 'json'
         else format_text(info))
 

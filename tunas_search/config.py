@@ -211,7 +211,9 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
   """Writes config.json and model_spec.json, or checks them on resume.
 
   Args:
-    config: this run's config.
+    config: this run's config: a SearchConfig, or any config class with the
+      same `search_space`, `model_dir`, `to_json`, `from_json` and
+      `incompatibilities` (train_eval's TrainEvalConfig).
     model_spec_json: the serialised model spec of this run.
 
   Returns:
@@ -227,7 +229,7 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
   gfile = tf.io.gfile
   if gfile.exists(config_path):
     with gfile.GFile(config_path) as f:
-      old = SearchConfig.from_json(f.read())
+      old = type(config).from_json(f.read())
     if old.search_space != config.search_space:
       raise ConfigError(
           f'model dir {config.model_dir} holds a search of '

@@ -219,7 +219,8 @@ def sample(decisions: Sequence[schema.Decision],
            increase_ops_prob: FloatLike,
            increase_filters_prob: FloatLike,
            temperature: FloatLike = 1.0,
-           seed: Optional[int] = None) -> ControllerSample:
+           seed: Optional[int] = None,
+           stateless_seed: Optional[tf.Tensor] = None) -> ControllerSample:
   """Samples an architecture from the controller (SPEC.md section 5).
 
   Each decision draws from Categorical(softmax(logits / temperature)). All
@@ -234,6 +235,10 @@ def sample(decisions: Sequence[schema.Decision],
       probability.
     temperature: float32 scalar > 0 dividing the logits.
     seed: op-level seed, for tests only.
+    stateless_seed: optional int32 [2] tensor; when given, the draws come
+      from `tf.random.stateless_uniform` with this seed. On TPU the model_fn
+      mixes the replica id into it, so that cores sample different
+      architectures even when a graph-level seed is set.
 
   Returns:
     A `ControllerSample`.
@@ -249,8 +254,14 @@ def sample(decisions: Sequence[schema.Decision],
   total = sum(d.num_choices for d in multi)
   # Gumbel noise for every choice, then one warm-up coin per decision. The
   # lower bound keeps both logs finite.
-  uniform = tf.random.uniform([total + len(multi)], minval=np.finfo(
-      np.float32).tiny, maxval=1.0, dtype=tf.float32, seed=seed)
+  tiny = np.finfo(np.float32).tiny
+  if stateless_seed is not None:
+    uniform = tf.random.stateless_uniform(
+        [total + len(multi)], seed=stateless_seed, minval=tiny, maxval=1.0,
+        dtype=tf.float32)
+  else:
+    uniform = tf.random.uniform([total + len(multi)], minval=tiny, maxval=1.0,
+                                dtype=tf.float32, seed=seed)
   gumbel = -tf.math.log(-tf.math.log(uniform[:total]))
   draws, offset, k = [], 0, 0
   for d, l in zip(decisions, logits):

@@ -13,7 +13,7 @@ Each step (Bender et al. 2020, section 3; SPEC.md sections 5-6):
 Every scalar and every controller logit goes to TensorBoard via host_call.
 """
 
-from typing import Any, Dict, List, NamedTuple
+from typing import Any, Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
 
@@ -49,6 +49,24 @@ def _unpack(features, labels, config: SearchConfig) -> _Batch:
     images = [untranspose_images(x) for x in images]
   return _Batch(images[0], tf.cast(labels['train_labels'], tf.int32),
                 images[1], tf.cast(labels['validation_labels'], tf.int32))
+
+
+def _sampling_seed(config: SearchConfig,
+                   global_step: tf.Tensor) -> Optional[tf.Tensor]:
+  """A per-replica, per-step seed for the controller on TPU; None elsewhere.
+
+  Every TPU core runs the same program with the same graph-level seed, so a
+  stateful random op would draw the same architecture on every core. Mixing
+  the replica id into a stateless seed gives each core its own architecture
+  every step (SPEC.md section 5).
+  """
+  if not config.use_tpu or config.num_replicas == 1:
+    return None
+  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+  replica = tf.cast(xla.replica_id(), tf.int32)
+  step = tf.cast(global_step, tf.int32)
+  base = config.seed or 0
+  return tf.stack([step, replica * 7919 + base])
 
 
 def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor):
@@ -209,7 +227,8 @@ def make_model_fn(config: SearchConfig, model_spec: Any):
         config.increase_filters_warmup_steps_fraction))
     sample = controller.sample(
         decisions, logits, increase_ops_prob=p_ops,
-        increase_filters_prob=p_filters, temperature=config.rl_temperature)
+        increase_filters_prob=p_filters, temperature=config.rl_temperature,
+        stateless_seed=_sampling_seed(config, global_step))
     masked_spec = schema.with_masks(
         model_spec, [tf.stop_gradient(m) for m in sample.masks])
 

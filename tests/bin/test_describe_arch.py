@@ -106,3 +106,26 @@ def test_script_exits_2_with_one_line_on_stderr():
   assert "unknown search space 'nope'" in lines[0]
   assert 'proxylessnas_search' in lines[0]
   assert result.stdout == ''
+
+
+def test_measure_latency_reports_tflite_cpu_next_to_the_estimate(capsys):
+  info = json.loads(_main(capsys, '--search_space=proxylessnas_mobile',
+                          '--format=json', '--measure_latency',
+                          '--latency_runs=3', '--image_size=64'))
+  measured = info[describe_arch.MEASURED_KEY]
+  assert 0 < info[describe_arch.MEASURED_MIN_KEY] <= measured < 5000
+  # The estimate is reported unchanged next to the measurement.
+  estimate = describe_arch.describe('proxylessnas_mobile', image_size=64)
+  assert info['cost/pixel1_latency'] == estimate['cost/pixel1_latency']
+  text = describe_arch.format_text(info)
+  assert f'measured tflite cpu:   {measured:,.2f} ms (median, 1 thread' in text
+
+
+def test_default_path_does_not_import_tensorflow():
+  code = ('import sys; from bin import describe_arch; '
+          'describe_arch.describe("mobilenet_v2"); '
+          'print("tensorflow" in sys.modules)')
+  result = subprocess.run([sys.executable, '-c', code], cwd=_ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          check=True)
+  assert result.stdout.strip() == 'False'

@@ -1,0 +1,144 @@
+"""Training-step cost of the supernet against stand-alone nets; prints JSON.
+
+Two ratios (SPEC.md section 4: unselected ops are not computed):
+  * supernet_vs_standalone_ratio: a supernet step with one sampled path over
+    a stand-alone step of the same ops at the widest widths (target <= 1.10);
+  * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices
+    over the same tower with 1 choice, choice 0 selected (target <= 1.05).
+Every network is built in its own graph in this process; measurements are
+interleaved over several rounds and each config keeps its fastest round.
+
+  python bench/step_cost.py --image_size 64 --batch 32 --steps 10
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Dict, List, Sequence
+
+import numpy as np
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+import search_spaces  # pylint: disable=g-import-not-at-top
+from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
+from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
+from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
+
+NUM_CLASSES = 10
+# (kernel, expansion) of the op choices of the op-count benchmark.
+OP_CHOICES = ((3, 3.0), (5, 3.0), (7, 3.0), (3, 6.0), (5, 6.0), (7, 6.0),
+              (5, 4.0))
+
+
+def op_tower(num_choices: int) -> specs.ConvTower:
+  """A stem and four bottleneck layers whose op decisions have n choices."""
+  def layer(strides):
+    return OneOf([specs.DepthwiseBottleneck(k, specs.FilterMultiplier(e),
+                                            strides=strides)
+                  for k, e in OP_CHOICES[:num_choices]], schema.OP)
+  return specs.ConvTower((
+      specs.Block((specs.Conv(3, strides=2), specs.Activation('relu')), 16),
+      specs.Block((layer(2), specs.Residual(layer(1)),
+                   specs.Residual(layer(1))), 32),
+      specs.Block((layer(2), specs.Residual(layer(1))), 48),
+  ))
+
+
+def widest_filters(spec: Any, indices: Sequence[int]) -> List[int]:
+  """`indices` with every filters decision set to its widest choice."""
+  out = list(indices)
+  for d in schema.decisions(spec):
+    if d.tag == schema.FILTERS:
+      sizes = [c.scale if isinstance(c, specs.FilterMultiplier) else c
+               for c in d.oneof.choices]
+      out[d.index] = int(np.argmax(sizes))
+  return out
+
+
+class Step:
+  """One network in its own graph and session, with an SGD training step."""
+
+  def __init__(self, spec, indices, supernet: bool, args):
+    self.graph = tf.Graph()
+    with self.graph.as_default():
+      decisions = schema.decisions(spec)
+      if supernet:
+        masks = [tf.constant(np.eye(d.num_choices, dtype=np.float32)[i])
+                 for d, i in zip(decisions, indices)]
+        spec = schema.with_masks(spec, masks)
+        bn_mode = 'batch'
+      else:
+        spec = architecture.with_indices(spec, indices)
+        bn_mode = 'stateful'
+      rng = np.random.default_rng(0)
+      images = tf.constant(rng.normal(size=(
+          args.batch, args.image_size, args.image_size, 3)).astype('f4'))
+      labels = tf.constant(rng.integers(NUM_CLASSES, size=args.batch))
+      logits = build_network(spec, images, NUM_CLASSES, is_training=True,
+                             batch_norm_mode=bn_mode)
+      loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+      updates = tf.compat.v1.get_collection(
+          tf.compat.v1.GraphKeys.UPDATE_OPS)
+      with tf.control_dependencies(updates):
+        self.train_op = tf.compat.v1.train.GradientDescentOptimizer(
+            1e-3).minimize(loss)
+      self.session = tf.compat.v1.Session(graph=self.graph)
+      self.session.run(tf.compat.v1.global_variables_initializer())
+      self.session.run(self.train_op)  # Warm-up: graph optimisation.
+
+  def time_ms(self, steps: int) -> float:
+    start = time.perf_counter()
+    for _ in range(steps):
+      self.session.run(self.train_op)
+    return (time.perf_counter() - start) / steps * 1000
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--image_size', type=int, default=64)
+  parser.add_argument('--batch', type=int, default=32)
+  parser.add_argument('--steps', type=int, default=5,
+                      help='steps per timed round')
+  parser.add_argument('--rounds', type=int, default=4,
+                      help='interleaved rounds; the fastest one counts')
+  parser.add_argument('--space', default='proxylessnas_search',
+                      choices=search_spaces.names())
+  parser.add_argument('--seed', type=int, default=0)
+  args = parser.parse_args(argv)
+  tf.compat.v1.disable_eager_execution()
+
+  space = search_spaces.get(args.space)
+  spec = space.spec()
+  indices = architecture.random_indices(spec, np.random.default_rng(args.seed))
+  steps = {
+      'supernet': Step(spec, indices, True, args),
+      'standalone_widest': Step(spec, widest_filters(spec, indices), False,
+                                args),
+  }
+  for n in (1, 3, 7):
+    tower = op_tower(n)
+    steps[f'op_choices_{n}'] = Step(
+        tower, [0] * len(schema.decisions(tower)), True, args)
+  best: Dict[str, float] = {name: float('inf') for name in steps}
+  for _ in range(args.rounds):
+    for name, step in steps.items():
+      best[name] = min(best[name], step.time_ms(args.steps))
+  result = {
+      'supernet_vs_standalone_ratio':
+          best['supernet'] / best['standalone_widest'],
+      'op_choices_7_vs_1_ratio': best['op_choices_7'] / best['op_choices_1'],
+      **{f'{name}_ms': ms for name, ms in best.items()},
+      'space': args.space, 'architecture': architecture.format_indices(
+          indices), 'image_size': args.image_size, 'batch': args.batch,
+      'steps': args.steps, 'rounds': args.rounds,
+  }
+  print(json.dumps(result, indent=1, sort_keys=True))
+
+
+if __name__ == '__main__':
+  main()

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Exports a train_eval model dir as a SavedModel and a float TFLite model.
+
+  python bin/export_model.py --model_dir=/tmp/final
+  python bin/export_model.py --model_dir=/tmp/final --export_dir=/tmp/out \\
+      --checkpoint=/tmp/final/model.ckpt-1000 --notflite
+
+The SavedModel's serving signature takes float32 images [N, S, S, C] already
+normalised like the input pipeline ((x / 255 - mean) / std per channel;
+export_info.json records S, C, mean and std) and returns logits and
+probabilities.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+if __package__ in (None, ''):
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
+      __file__))))
+
+# pylint: disable=g-import-not-at-top,wrong-import-position
+from absl import flags
+
+from bin import cli
+
+
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines this tool's flags (called by `run()`; see describe_arch)."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string('model_dir', None, 'Model dir of a train_eval run.',
+                      **fv)
+  flags.DEFINE_string('export_dir', None, 'Output directory (default: '
+                      '<model_dir>/export; an earlier export is replaced).',
+                      **fv)
+  flags.DEFINE_string('checkpoint', None, 'Checkpoint prefix (default: the '
+                      'latest in --model_dir).', **fv)
+  flags.DEFINE_bool('tflite', True, 'Also write the float TFLite model.', **fv)
+
+
+def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
+  """Exports and prints what was written as JSON."""
+  if len(argv) > 1:
+    raise cli.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  f = flag_values
+  if not f.model_dir:
+    raise cli.UsageError('--model_dir is required')
+  from tunas_search import export  # pylint: disable=g-import-not-at-top
+  try:
+    result = export.export_run(f.model_dir, f.export_dir, f.checkpoint,
+                               tflite=f.tflite)
+  except export.ExportError as e:
+    raise cli.UsageError(str(e)) from None
+  print(json.dumps(dataclasses.asdict(result), indent=2, sort_keys=True))
+
+
+def run():
+  define_flags()
+  cli.run(main)
+
+
+if __name__ == '__main__':
+  run()

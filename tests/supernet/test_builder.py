@@ -1,0 +1,226 @@
+"""Tests of build_network on every registered space (supernet and stand-alone)."""
+
+import dataclasses
+from typing import Any, Dict, List
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import search_spaces
+from tunas_search import architecture
+from tunas_search import schema
+from tunas_search.supernet import build_network
+from tunas_search.supernet import supernet_init_op
+
+tf.compat.v1.disable_eager_execution()
+
+IMAGE_SIZE = 32
+BATCH = 2
+NUM_CLASSES = 10
+# Spaces sharing a spec function share one supernet graph; the enlarged
+# ProxylessNAS family adds nothing the MobileNetV3-like space does not test
+# (searched widths), so its graph is only built in the slow run.
+_SLOW_SPECS = ('proxylessnas_enlarged_search',)
+# Grappler's graph rewrites take longer than the few steps a test runs.
+_FAST_START = tf.compat.v1.ConfigProto()
+_FAST_START.graph_options.rewrite_options.disable_meta_optimizer = True
+
+
+@dataclasses.dataclass
+class Supernet:
+  """A supernet graph with one placeholder mask per decision."""
+  graph: tf.Graph
+  session: tf.compat.v1.Session
+  decisions: List[schema.Decision]
+  masks: List[tf.Tensor]
+  images: tf.Tensor
+  logits: tf.Tensor
+  grads: Dict[str, tf.Tensor]
+  variables: List[tf.Variable]
+
+  def feed(self, masks: List[np.ndarray], images: np.ndarray) -> Dict:
+    return {**dict(zip(self.masks, masks)), self.images: images}
+
+
+def _images(seed: int = 0) -> np.ndarray:
+  return np.random.default_rng(seed).normal(
+      size=(BATCH, IMAGE_SIZE, IMAGE_SIZE, 3)).astype(np.float32)
+
+
+def _build_supernet(spec) -> Supernet:
+  graph = tf.Graph()
+  with graph.as_default():
+    decisions = schema.decisions(spec)
+    masks = [tf.compat.v1.placeholder(tf.float32, [d.num_choices])
+             for d in decisions]
+    images = tf.compat.v1.placeholder(
+        tf.float32, [None, IMAGE_SIZE, IMAGE_SIZE, 3])
+    logits = build_network(schema.with_masks(spec, masks), images,
+                           NUM_CLASSES, is_training=True,
+                           batch_norm_mode='batch')
+    # A random projection: sum(logits) has zero gradient through batch BN.
+    weights = np.random.default_rng(1).normal(size=(NUM_CLASSES,))
+    loss = tf.reduce_sum(logits * weights.astype(np.float32))
+    variables = tf.compat.v1.trainable_variables()
+    grads = tf.gradients(loss, variables)
+    session = tf.compat.v1.Session(graph=graph, config=_FAST_START)
+    session.run(tf.compat.v1.global_variables_initializer())
+    session.run(_randomize_batch_norm(variables))
+  return Supernet(graph, session, decisions, masks, images, logits,
+                  {v.op.name: g for v, g in zip(variables, grads)}, variables)
+
+
+def _randomize_batch_norm(variables) -> tf.Operation:
+  """Non-trivial gamma and beta, so wrongly masked channels would show."""
+  rng = np.random.default_rng(2)
+  assigns = []
+  for v in variables:
+    shape = v.shape.as_list()
+    if v.op.name.endswith('/gamma'):
+      assigns.append(v.assign(rng.uniform(0.5, 1.5, shape).astype('f4')))
+    elif v.op.name.endswith('/beta'):
+      assigns.append(v.assign(rng.normal(0, 0.1, shape).astype('f4')))
+  return tf.group(*assigns)
+
+
+@pytest.fixture(scope='module')
+def supernets():
+  """Supernet graphs by spec-function name, built on first use."""
+  cache: Dict[str, Supernet] = {}
+
+  def get(name: str) -> Supernet:
+    key = search_spaces.get(name).spec_fn.__name__
+    if key not in cache:
+      cache[key] = _build_supernet(search_spaces.get(name).spec())
+    return cache[key]
+  yield get
+  for net in cache.values():
+    net.session.close()
+
+
+def _one_hot(decisions, indices) -> List[np.ndarray]:
+  return [np.eye(d.num_choices, dtype=np.float32)[i]
+          for d, i in zip(decisions, indices)]
+
+
+def _params():
+  out = []
+  for name in search_spaces.names():
+    key = search_spaces.get(name).spec_fn.__name__
+    marks = [pytest.mark.slow] if key in _SLOW_SPECS else []
+    out.append(pytest.param(name, marks=marks))
+  return out
+
+
+@pytest.mark.parametrize('name', _params())
+def test_forward_backward_random_architecture(supernets, name):
+  net = supernets(name)
+  space = search_spaces.get(name)
+  rng = np.random.default_rng(3)
+  indices = (space.default_indices() if space.is_reference else
+             architecture.random_indices(space.spec(), rng))
+  names = list(net.grads)
+  logits, *grads = net.session.run(
+      [net.logits] + [net.grads[n] for n in names],
+      net.feed(_one_hot(net.decisions, indices), _images()))
+  assert logits.shape == (BATCH, NUM_CLASSES)
+  assert np.all(np.isfinite(logits)) and np.std(logits) > 0
+  grads = dict(zip(names, grads))
+  assert all(np.all(np.isfinite(g)) for g in grads.values())
+  assert np.abs(grads['classifier/kernel']).sum() > 0
+  # Gradients reach only the selected kernel size of a searched layer.
+  checked = 0
+  for d, i in zip(net.decisions, indices):
+    layer = d.path.rsplit('/', 1)[0]
+    if (f'{layer}/depthwise_k3/kernel' in grads and d.num_choices > 1
+        and d.path.endswith('/kernel_size')
+        and all(indices[p] == c for p, c in d.parents)):
+      for j, k in enumerate(d.oneof.choices):
+        kernel = grads[f'{layer}/depthwise_k{k}/kernel']
+        assert (np.abs(kernel).sum() > 0) == (i == j), (d.path, k)
+      checked += 1
+  assert checked > 0 or space.is_reference
+
+
+def test_all_ops_on_every_variable_gets_gradient(supernets):
+  net = supernets('mobilenet_v3_like_search')
+  masks = []
+  for d in net.decisions:
+    if d.tag == schema.OP:  # Op warm-up: every op on, outputs averaged.
+      masks.append(np.full(d.num_choices, 1 / d.num_choices, np.float32))
+    else:  # Widest: choices are sorted small to large.
+      masks.append(np.eye(d.num_choices, dtype=np.float32)[-1])
+  names = list(net.grads)
+  grads = net.session.run([net.grads[n] for n in names],
+                          net.feed(masks, _images()))
+  zero = [n for n, g in zip(names, grads) if not np.any(g != 0)]
+  assert not zero
+  assert len(names) == 405
+
+
+def _standalone_logits(spec, indices, values: Dict[str, np.ndarray],
+                       images: np.ndarray) -> np.ndarray:
+  graph = tf.Graph()
+  with graph.as_default():
+    logits = build_network(architecture.with_indices(spec, indices),
+                           tf.constant(images), NUM_CLASSES, is_training=True,
+                           batch_norm_mode='stateful')
+    init = supernet_init_op(values)
+    with tf.compat.v1.Session(graph=graph, config=_FAST_START) as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      session.run(init)
+      return session.run(logits)
+
+
+@pytest.mark.parametrize('name', ['proxylessnas_mobile', 'mobilenet_v3_large'])
+def test_supernet_and_standalone_agree(supernets, name):
+  net = supernets(name)
+  space = search_spaces.get(name)
+  indices = space.default_indices()
+  # Batch 8: at 32x32 the last stages are 1x1, and batch-2 BN (two values per
+  # channel) amplifies float rounding up to 1/sqrt(eps) ~ 30x per layer.
+  images = np.random.default_rng(4).normal(
+      size=(8, IMAGE_SIZE, IMAGE_SIZE, 3)).astype(np.float32)
+  with net.graph.as_default():
+    values = dict(zip([v.op.name for v in net.variables],
+                      net.session.run(net.variables)))
+  supernet_logits = net.session.run(
+      net.logits, net.feed(_one_hot(net.decisions, indices), images))
+  standalone = _standalone_logits(space.spec(), indices, values, images)
+  np.testing.assert_allclose(standalone, supernet_logits, atol=1e-4)
+  assert np.abs(supernet_logits).max() > 1e-3
+
+
+def test_mobilenet_v2_parameter_count():
+  graph = tf.Graph()
+  with graph.as_default():
+    space = search_spaces.get('mobilenet_v2')
+    spec = architecture.with_indices(space.spec(), space.default_indices())
+    images = tf.compat.v1.placeholder(tf.float32, [1, 224, 224, 3])
+    logits = build_network(spec, images, 1000, is_training=False,
+                           batch_norm_mode='stateful')
+    count = sum(int(np.prod(v.shape)) for v in
+                tf.compat.v1.trainable_variables())
+  assert logits.shape.as_list() == [1, 1000]
+  # tf.keras.applications.MobileNetV2(weights=None, classes=1000).
+  assert count == 3_504_872
+
+
+def test_stand_alone_variables_have_selected_widths():
+  graph = tf.Graph()
+  with graph.as_default():
+    space = search_spaces.get('mobilenet_v2')
+    spec = architecture.with_indices(space.spec(), space.default_indices())
+    build_network(spec, tf.zeros([1, 32, 32, 3]), 10, is_training=False,
+                  batch_norm_mode='stateful')
+    shapes: Dict[str, Any] = {v.op.name: v.shape.as_list()
+                              for v in tf.compat.v1.global_variables()}
+  # Block 2, first layer: 16 -> x6 = 96 expanded, kernel 3, 24 out.
+  prefix = 'blocks/2/layers/0/choices/0'
+  assert shapes[f'{prefix}/expand/kernel'] == [1, 1, 16, 96]
+  assert shapes[f'{prefix}/depthwise_k3/kernel'] == [3, 3, 96, 1]
+  assert shapes[f'{prefix}/depthwise_bn_k3/moving_mean'] == [96]
+  assert shapes[f'{prefix}/project/kernel'] == [1, 1, 96, 24]
+  assert f'{prefix}/depthwise_k5/kernel' not in shapes
+  assert shapes['classifier/kernel'] == [1280, 10]

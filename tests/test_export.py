@@ -1,0 +1,107 @@
+"""Tests of tunas_search.export and bin/export_model.py."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from bin import cli
+from bin import export_model
+from tests import test_train_eval
+from tests.e2e import tiny
+from tunas_search import architecture
+from tunas_search import export
+from tunas_search import train_eval
+
+tf1 = tf.compat.v1
+SPEC = tiny.tiny_spec()
+
+
+def write_run(model_dir, indices=test_train_eval.LARGEST):
+  """A train_eval model dir with a checkpoint, written without training.
+
+  Returns:
+    The logits of the checkpointed network on fixed images, and the images.
+  """
+  config = test_train_eval.make_config(model_dir, indices=indices)
+  train_eval.prepare(config, SPEC)
+  masked = architecture.with_indices(SPEC, architecture.parse_indices(
+      indices))
+  graph, images, logits, _ = export.inference_graph(masked, 28, 1, 10)
+  batch = np.random.default_rng(1).standard_normal([4, 28, 28, 1]).astype(
+      np.float32)
+  with graph.as_default(), tf1.Session() as session:
+    tf1.set_random_seed(3)
+    step = tf1.train.get_or_create_global_step()
+    session.run(tf1.global_variables_initializer())
+    # Non-trivial BN statistics, so that inference-mode BN is exercised.
+    for var in tf1.global_variables():
+      if 'moving' in var.name:
+        session.run(var.assign(tf.random.uniform(var.shape, 0.5, 1.5)))
+    session.run(step.assign(7))
+    tf1.train.Saver().save(session, os.path.join(str(model_dir),
+                                                 'model.ckpt'), global_step=7)
+    return session.run(logits, {images: batch}), batch
+
+
+def test_export_matches_the_checkpointed_network(tmp_path):
+  expected, batch = write_run(tmp_path)
+  result = export.export_run(str(tmp_path))
+  assert result.global_step == 7
+  assert result.export_dir == os.path.join(str(tmp_path), 'export')
+  assert result.input_shape == [-1, 28, 28, 1]
+  assert result.mean == [pytest.approx(0.2865, abs=1e-3)]  # Fashion-MNIST.
+  info = json.loads(open(os.path.join(result.export_dir,
+                                      export.INFO_FILENAME)).read())
+  assert info['architecture'] == test_train_eval.LARGEST
+  served = tf.saved_model.load(result.saved_model_dir).signatures[
+      export.SIGNATURE_KEY](images=tf.constant(batch))
+  np.testing.assert_allclose(served['logits'].numpy(), expected, atol=1e-5)
+  with open(result.tflite_path, 'rb') as f:
+    lite = export.run_tflite(f.read(), batch)
+  np.testing.assert_allclose(lite['logits'], expected, atol=1e-4)
+  # Exporting again replaces the earlier export.
+  again = export.export_run(str(tmp_path), tflite=False)
+  assert again.tflite_path is None
+
+
+def test_export_errors(tmp_path):
+  with pytest.raises(export.ExportError, match='holds no train_eval run'):
+    export.export_run(str(tmp_path))
+  train_eval.prepare(test_train_eval.make_config(tmp_path), SPEC)
+  with pytest.raises(export.ExportError, match='has no checkpoint to export'):
+    export.export_run(str(tmp_path))
+  (tmp_path / 'other').mkdir()
+  (tmp_path / 'other' / 'notes.txt').write_text('x')
+  with pytest.raises(export.ExportError, match='is not a SavedModel'):
+    export._fresh_dir(str(tmp_path / 'other'))  # pylint: disable=protected-access
+
+
+def test_export_cli(tmp_path, capsys):
+  write_run(tmp_path / 'run')
+  flag_values = flags.FlagValues()
+  export_model.define_flags(flag_values)
+  flag_values(['export_model', f'--model_dir={tmp_path / "run"}',
+               f'--export_dir={tmp_path / "out"}', '--notflite'])
+  export_model.main(['export_model'], flag_values)
+  printed = json.loads(capsys.readouterr().out)
+  assert printed['global_step'] == 7
+  assert os.path.exists(tmp_path / 'out' / 'saved_model' / 'saved_model.pb')
+  flag_values = flags.FlagValues()
+  export_model.define_flags(flag_values)
+  flag_values(['export_model', f'--model_dir={tmp_path / "none"}'])
+  with pytest.raises(cli.UsageError, match='holds no train_eval run'):
+    export_model.main(['export_model'], flag_values)
+
+
+def test_tflite_latency_of_a_random_network():
+  masked = architecture.with_indices(SPEC, architecture.largest(SPEC))
+  model = export.random_tflite_model(masked, 28, 1, 10)
+  latency = export.measure_tflite_latency(model, runs=5, warmup_runs=1)
+  assert latency.runs == 5 and latency.num_threads == 1
+  assert 0 < latency.min_ms <= latency.median_ms < 1000
+  with pytest.raises(ValueError, match='need runs >= 1'):
+    export.measure_tflite_latency(model, runs=0)

@@ -1,0 +1,280 @@
+"""Exports a trained stand-alone network: SavedModel, float TFLite, latency.
+
+The SavedModel's `serving_default` signature takes `images`: float32
+[N, S, S, C] already preprocessed and normalised as the input pipeline does
+it (`tunas_search.data.preprocessing`: resize or centre crop to S, then
+`(x / 255 - mean) / std` per channel with the dataset's mean and std, which
+`export_info.json` records), and returns `logits` and `probabilities`
+(float32 [N, num_classes]). The inference graph is built with
+`is_training=False` (BN uses its moving averages, no dropout) in float32,
+whatever precision the model was trained in.
+"""
+
+import dataclasses
+import json
+import os
+import statistics
+import tempfile
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_search import architecture
+from tunas_search import data
+from tunas_search import supernet
+from tunas_search import train_eval
+
+tf1 = tf.compat.v1
+SAVED_MODEL_DIRNAME = 'saved_model'
+TFLITE_FILENAME = 'model.tflite'
+INFO_FILENAME = 'export_info.json'
+SIGNATURE_KEY = 'serving_default'
+INPUT_KEY = 'images'
+
+
+class ExportError(ValueError):
+  """A model cannot be exported; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+  """What `export_run` wrote (also saved as export_info.json).
+
+  Attributes:
+    export_dir: the directory holding everything below.
+    saved_model_dir: the SavedModel.
+    tflite_path: the float TFLite model, or None if not converted.
+    checkpoint: the checkpoint exported.
+    global_step: its step.
+    search_space: the space `architecture` indexes.
+    architecture: the architecture string.
+    input_shape: [-1, S, S, C] (any batch size).
+    mean: per-channel mean (of pixels in [0, 1]) the inputs were normalised
+      with, or None if the dataset's statistics are unavailable.
+    std: per-channel standard deviation, like `mean`.
+  """
+  export_dir: str
+  saved_model_dir: str
+  tflite_path: Optional[str]
+  checkpoint: str
+  global_step: int
+  search_space: str
+  architecture: str
+  input_shape: List[int]
+  mean: Optional[List[float]]
+  std: Optional[List[float]]
+
+
+def inference_graph(masked_spec: Any, image_size: int, input_channels: int,
+                    num_classes: int, batch_size: Optional[int] = None
+                    ) -> Tuple[tf.Graph, tf.Tensor, tf.Tensor, tf.Tensor]:
+  """Builds a float32 inference network in a new graph.
+
+  Args:
+    masked_spec: a spec with numpy one-hot masks (a stand-alone network).
+    image_size: input side S.
+    input_channels: input channels C.
+    num_classes: classifier outputs.
+    batch_size: static batch size, or None for any.
+
+  Returns:
+    (graph, images placeholder [batch_size, S, S, C], logits, probabilities).
+  """
+  graph = tf.Graph()
+  with graph.as_default():
+    images = tf1.placeholder(tf.float32, [batch_size, image_size, image_size,
+                                          input_channels], name=INPUT_KEY)
+    logits = supernet.build_network(
+        masked_spec, images, num_classes, is_training=False,
+        batch_norm_mode='stateful', dtype=tf.float32)
+    logits = tf.identity(logits, name='logits')
+    probabilities = tf.nn.softmax(logits, name='probabilities')
+  return graph, images, logits, probabilities
+
+
+def _write_saved_model(session: tf1.Session, path: str, images: tf.Tensor,
+                       logits: tf.Tensor, probabilities: tf.Tensor) -> None:
+  signature = tf1.saved_model.predict_signature_def(
+      inputs={INPUT_KEY: images},
+      outputs={'logits': logits, 'probabilities': probabilities})
+  builder = tf1.saved_model.Builder(path)
+  builder.add_meta_graph_and_variables(
+      session, [tf1.saved_model.tag_constants.SERVING],
+      signature_def_map={SIGNATURE_KEY: signature}, strip_default_attrs=True)
+  builder.save()
+
+
+def _fresh_dir(path: str) -> None:
+  """Removes an earlier export at `path`, refusing to delete anything else."""
+  gfile = tf.io.gfile
+  if not gfile.exists(path):
+    return
+  if not gfile.exists(os.path.join(path, 'saved_model.pb')):
+    raise ExportError(f'{path} exists and is not a SavedModel; choose another '
+                      '--export_dir')
+  gfile.rmtree(path)
+
+
+def saved_model_to_tflite(saved_model_dir: str) -> bytes:
+  """Converts a SavedModel's serving signature to a float TFLite model."""
+  converter = tf.lite.TFLiteConverter.from_saved_model(
+      saved_model_dir, signature_keys=[SIGNATURE_KEY])
+  return converter.convert()
+
+
+def _normalisation(config) -> Tuple[Optional[List[float]],
+                                    Optional[List[float]]]:
+  try:
+    info = data.get_info(config.dataset, config.data_dir)
+  except (ValueError, OSError):  # E.g. TFDS metadata not readable here.
+    return None, None
+  return list(info.mean), list(info.std)
+
+
+def export_run(model_dir: str, export_dir: Optional[str] = None,
+               checkpoint: Optional[str] = None,
+               tflite: bool = True) -> ExportResult:
+  """Exports a train_eval run's checkpoint as a SavedModel and TFLite model.
+
+  Args:
+    model_dir: the train_eval model dir (with config.json, model_spec.json).
+    export_dir: where to write; default `<model_dir>/export`. An earlier
+      export there is replaced.
+    checkpoint: a checkpoint prefix; default the latest in model_dir.
+    tflite: also write the float TFLite model.
+
+  Returns:
+    What was written.
+
+  Raises:
+    ExportError: no run or checkpoint, or a checkpoint without the
+      network's variables.
+  """
+  try:
+    config, spec = train_eval.load_run(model_dir)
+  except ValueError as e:
+    raise ExportError(str(e)) from None
+  checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
+  if not checkpoint:
+    raise ExportError(f'{model_dir} has no checkpoint to export; train first')
+  export_dir = export_dir or os.path.join(model_dir, 'export')
+  masked = architecture.with_indices(spec, architecture.parse_indices(
+      config.indices, spec))
+  graph, images, logits, probabilities = inference_graph(
+      masked, config.image_size, config.input_channels, config.num_classes)
+  saved_model_dir = os.path.join(export_dir, SAVED_MODEL_DIRNAME)
+  _fresh_dir(saved_model_dir)
+  with graph.as_default(), tf1.Session(graph=graph) as session:
+    step = tf1.train.get_or_create_global_step()
+    saver = tf1.train.Saver(tf1.global_variables())
+    try:
+      saver.restore(session, checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+      raise ExportError(f'cannot restore {checkpoint}: '
+                        f'{e.message.splitlines()[0]}') from None
+    global_step = int(session.run(step))
+    _write_saved_model(session, saved_model_dir, images, logits,
+                       probabilities)
+  tflite_path = None
+  if tflite:
+    tflite_path = os.path.join(export_dir, TFLITE_FILENAME)
+    with tf.io.gfile.GFile(tflite_path, 'wb') as f:
+      f.write(saved_model_to_tflite(saved_model_dir))
+  mean, std = _normalisation(config)
+  result = ExportResult(
+      export_dir=export_dir, saved_model_dir=saved_model_dir,
+      tflite_path=tflite_path, checkpoint=checkpoint, global_step=global_step,
+      search_space=config.search_space, architecture=config.indices,
+      input_shape=[-1, config.image_size, config.image_size,
+                   config.input_channels], mean=mean, std=std)
+  with tf.io.gfile.GFile(os.path.join(export_dir, INFO_FILENAME), 'w') as f:
+    f.write(json.dumps(dataclasses.asdict(result), indent=2, sort_keys=True))
+  return result
+
+
+def random_tflite_model(masked_spec: Any, image_size: int,
+                        input_channels: int, num_classes: int,
+                        seed: int = 0) -> bytes:
+  """A float TFLite model of a stand-alone network with random weights.
+
+  For latency measurements, where the weights' values do not matter. Goes
+  through a temporary SavedModel, the path `export_run` takes, so the
+  measured model is the exported one.
+  """
+  graph, images, logits, probabilities = inference_graph(
+      masked_spec, image_size, input_channels, num_classes, batch_size=1)
+  with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, SAVED_MODEL_DIRNAME)
+    with graph.as_default():
+      tf1.set_random_seed(seed)
+      init = tf1.global_variables_initializer()
+      with tf1.Session(graph=graph) as session:
+        session.run(init)
+        _write_saved_model(session, path, images, logits, probabilities)
+    return saved_model_to_tflite(path)
+
+
+def run_tflite(model_content: bytes, images: np.ndarray,
+               num_threads: int = 1) -> Dict[str, np.ndarray]:
+  """Runs an exported TFLite model's serving signature on a batch.
+
+  Args:
+    model_content: a model written by `export_run`.
+    images: float32 [N, S, S, C], normalised as the export expects.
+    num_threads: interpreter threads.
+
+  Returns:
+    The signature's outputs by name ('logits', 'probabilities'), each
+    float32 [N, num_classes].
+  """
+  interpreter = tf.lite.Interpreter(model_content=model_content,
+                                    num_threads=num_threads)
+  runner = interpreter.get_signature_runner(SIGNATURE_KEY)
+  # The runner resizes the batch dimension to fit `images`.
+  return runner(**{INPUT_KEY: images.astype(np.float32)})
+
+
+@dataclasses.dataclass(frozen=True)
+class Latency:
+  """TFLite latency on this machine's CPU, in milliseconds."""
+  median_ms: float
+  min_ms: float
+  runs: int
+  num_threads: int
+
+
+def measure_tflite_latency(model_content: bytes, runs: int = 20,
+                           warmup_runs: int = 3, num_threads: int = 1,
+                           seed: int = 0) -> Latency:
+  """Times `invoke()` of a TFLite model on one random input.
+
+  Args:
+    model_content: the TFLite flatbuffer.
+    runs: timed runs (the median is reported: robust to other load).
+    warmup_runs: untimed runs first (allocation, caches).
+    num_threads: interpreter threads (1, as phone benchmarks use).
+    seed: seed of the random input.
+
+  Returns:
+    The median and minimum latency over `runs`.
+  """
+  if runs < 1 or warmup_runs < 0:
+    raise ValueError(f'need runs >= 1 and warmup_runs >= 0, got {runs}, '
+                     f'{warmup_runs}')
+  interpreter = tf.lite.Interpreter(model_content=model_content,
+                                    num_threads=num_threads)
+  interpreter.allocate_tensors()
+  detail = interpreter.get_input_details()[0]
+  rng = np.random.default_rng(seed)
+  interpreter.set_tensor(detail['index'], rng.standard_normal(
+      detail['shape']).astype(np.float32))
+  for _ in range(warmup_runs):
+    interpreter.invoke()
+  times = []
+  for _ in range(runs):
+    began = time.perf_counter()
+    interpreter.invoke()
+    times.append(1000.0 * (time.perf_counter() - began))
+  return Latency(statistics.median(times), min(times), runs, num_threads)

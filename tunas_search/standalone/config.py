@@ -1,0 +1,259 @@
+"""The one typed, validated configuration of a stand-alone train/eval job.
+
+`bin/train_eval.py` turns flags into a `TrainEvalConfig`. Like a search's
+`SearchConfig` it is written to the model dir as `config.json` (with the
+searched space's `model_spec.json`) by `tunas_search.config.write_or_check`
+and checked when a run resumes, so a model dir never mixes architectures.
+Defaults are the TuNAS recipe (SPEC.md sections 2, 6 and 7).
+"""
+
+import dataclasses
+import json
+import math
+from typing import Any, Dict, Optional
+
+from tunas_search import architecture
+from tunas_search.config import ConfigError
+from tunas_search.config import MAX_IMAGE_SIZE
+from tunas_search.config import MIN_IMAGE_SIZE
+
+MODES = ('train', 'evaluate', 'train_and_eval')
+TRAIN_SPLITS = ('train', 'train_full')
+EVAL_SPLITS = ('test', 'validation')
+# SPEC.md section 7: no dropout before the classifier below 150 epochs.
+DROPOUT_FREE_EPOCHS = 150.0
+# From 150 epochs on the SPEC gives no rate; 0.2 is the rate MobileNetV2
+# (Sandler et al. 2018) and MnasNet (Tan et al. 2019) train with. Ours.
+LONG_RUN_DROPOUT_RATE = 0.2
+
+# May differ between the run that wrote a model dir and one that resumes or
+# evaluates it: where things are, how often to log, save and evaluate, and
+# what to evaluate on. Nothing that changes the trained weights.
+RUNTIME_FIELDS = frozenset({
+    'model_dir', 'data_dir', 'tpu', 'tpu_zone', 'gcp_project',
+    'tpu_iterations_per_loop', 'save_checkpoints_steps',
+    'keep_checkpoint_max', 'log_every_steps', 'mode', 'eval_split',
+    'eval_batch_size', 'steps_per_eval'})
+# What an evaluation must agree on with the run that trained the checkpoint:
+# the inference graph.
+ARCHITECTURE_FIELDS = frozenset({
+    'search_space', 'indices', 'num_classes', 'image_size',
+    'input_channels'})
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainEvalConfig:
+  """Everything stand-alone training/evaluation needs besides the model spec.
+
+  Attributes (the less obvious ones):
+    search_space: name of the space `indices` index (a registered space or
+      reference net, or the name a search dir recorded).
+    indices: the architecture string.
+    num_train_examples: size of `train_split` (epochs -> steps).
+    train_split: 'train' (the search-training part of the official training
+      set, SPEC.md section 6) or 'train_full' (all of it, for a final test
+      run, SPEC.md section 7).
+    eval_split: 'test' (the official test/validation set) or 'validation'
+      (held out from the training set, to rank candidates).
+    model_learning_rate: RMSProp learning rate per 256 images.
+    dropout_rate: before the classifier; None picks SPEC.md's default (0
+      below 150 epochs, else LONG_RUN_DROPOUT_RATE).
+    init_from_search: a search model dir whose shared weights initialise the
+      network before its first step (fine-tuning inherited weights).
+    freeze_backbone: train only the classifier (a linear probe).
+    steps_per_eval: train_and_eval evaluates after every this many steps
+      (and at the end); None: only at the end.
+  """
+  search_space: str
+  indices: str
+  model_dir: str
+  num_classes: int
+  num_train_examples: int
+  dataset: str = 'embedded'
+  data_dir: Optional[str] = None
+  image_size: int = 224
+  input_channels: int = 3
+  mode: str = 'train_and_eval'
+  train_split: str = 'train'
+  eval_split: str = 'test'
+  # Training recipe (SPEC.md sections 2, 6 and 7).
+  train_batch_size: int = 4096
+  eval_batch_size: int = 1000
+  epochs: float = 90.0
+  max_steps: Optional[int] = None
+  steps_per_eval: Optional[int] = None
+  model_learning_rate: float = 0.165
+  model_warmup_steps_fraction: float = 0.025
+  model_momentum: float = 0.9
+  model_rmsprop_decay: float = 0.9
+  model_rmsprop_epsilon: float = 1.0
+  # None picks SPEC.md's default: 4e-5, or 3e-5 when training in bfloat16.
+  model_weight_decay: Optional[float] = None
+  label_smoothing: float = 0.1
+  dropout_rate: Optional[float] = None
+  path_dropout_rate: float = 0.0
+  init_from_search: Optional[str] = None
+  freeze_backbone: bool = False
+  # Execution.
+  use_bfloat16: bool = False
+  use_tpu: bool = False
+  tpu: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_replicas: int = 1
+  tpu_iterations_per_loop: int = 100
+  save_checkpoints_steps: Optional[int] = None
+  keep_checkpoint_max: int = 5
+  log_every_steps: Optional[int] = None
+  seed: Optional[int] = None
+
+  def __post_init__(self):
+    _validate(self)
+
+  # Derived values -----------------------------------------------------------
+
+  @property
+  def total_steps(self) -> int:
+    """Training steps: `max_steps`, else `epochs` over the training split."""
+    if self.max_steps is not None:
+      return self.max_steps
+    return max(1, int(math.ceil(
+        self.epochs * self.num_train_examples / self.train_batch_size)))
+
+  @property
+  def total_epochs(self) -> float:
+    """Epochs the run trains for (from `max_steps` when it is given)."""
+    if self.max_steps is None or not self.num_train_examples:
+      return self.epochs
+    return self.max_steps * self.train_batch_size / self.num_train_examples
+
+  @property
+  def weight_decay(self) -> float:
+    if self.model_weight_decay is not None:
+      return self.model_weight_decay
+    return 3e-5 if self.use_bfloat16 else 4e-5  # SPEC.md section 2.
+
+  @property
+  def effective_dropout_rate(self) -> float:
+    if self.dropout_rate is not None:
+      return self.dropout_rate
+    if self.total_epochs < DROPOUT_FREE_EPOCHS:
+      return 0.0  # SPEC.md section 7.
+    return LONG_RUN_DROPOUT_RATE
+
+  @property
+  def scaled_learning_rate(self) -> float:
+    """0.165 x batch/256 (SPEC.md section 6; Goyal et al. 2017 scaling)."""
+    return self.model_learning_rate * self.train_batch_size / 256
+
+  @property
+  def warmup_steps(self) -> int:
+    return int(round(self.model_warmup_steps_fraction * self.total_steps))
+
+  @property
+  def iterations_per_checkpoint(self) -> int:
+    """Checkpoint interval: by default every 5 host loops (and at the end)."""
+    if self.save_checkpoints_steps is not None:
+      return self.save_checkpoints_steps
+    return 5 * self.tpu_iterations_per_loop
+
+  # Persistence --------------------------------------------------------------
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'TrainEvalConfig':
+    """Parses `to_json()`'s output.
+
+    Raises:
+      ConfigError: for a search's config.json or unknown fields.
+    """
+    values = json.loads(text)
+    if 'rl_learning_rate' in values:
+      raise ConfigError('the model dir holds a search, not a train_eval run; '
+                        'use another --model_dir (and --search_model_dir or '
+                        '--init_from_search to use the search)')
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ConfigError(f'unknown config field(s) {unknown}')
+    return cls(**values)
+
+  def incompatibilities(self, other: 'TrainEvalConfig') -> Dict[str, Any]:
+    """Fields that may not change: name -> (old, new).
+
+    Training compares everything outside RUNTIME_FIELDS; an evaluation only
+    the ARCHITECTURE_FIELDS, so the same checkpoint can be evaluated with a
+    command line that leaves out the training flags.
+    """
+    mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+    if self.mode == 'evaluate':
+      keys = ARCHITECTURE_FIELDS
+    else:
+      keys = set(mine) - RUNTIME_FIELDS
+    return {k: (theirs[k], mine[k]) for k in sorted(keys)
+            if mine[k] != theirs[k]}
+
+
+def _check(condition: bool, message: str) -> None:
+  if not condition:
+    raise ConfigError(message)
+
+
+def _check_choice(name: str, value: str, valid) -> None:
+  _check(value in valid, f'unknown {name} {value!r}; valid choices: '
+         f'{", ".join(valid)}')
+
+
+def _validate(c: TrainEvalConfig) -> None:
+  """Raises ConfigError naming the first invalid value."""
+  _check_choice('mode', c.mode, MODES)
+  _check_choice('train_split', c.train_split, TRAIN_SPLITS)
+  _check_choice('eval_split', c.eval_split, EVAL_SPLITS)
+  _check(not (c.train_split == 'train_full' and c.eval_split == 'validation'),
+         'eval_split validation is part of train_split train_full; evaluate '
+         'on test, or train on train')
+  try:
+    architecture.parse_indices(c.indices)
+  except architecture.ArchitectureError as e:
+    raise ConfigError(f'indices: {e}') from None
+  _check(c.num_replicas > 0,
+         f'num_replicas must be positive, got {c.num_replicas}')
+  for name in ('train_batch_size', 'eval_batch_size'):
+    value = getattr(c, name)
+    _check(value > 0, f'{name} must be positive, got {value}')
+    _check(value % c.num_replicas == 0,
+           f'{name} {value} is not divisible by the {c.num_replicas} '
+           f'replicas; use a multiple of {c.num_replicas}')
+  _check(MIN_IMAGE_SIZE <= c.image_size <= MAX_IMAGE_SIZE,
+         f'image_size {c.image_size} is outside the valid range '
+         f'{MIN_IMAGE_SIZE}..{MAX_IMAGE_SIZE}')
+  _check(c.num_classes > 1, f'num_classes must be > 1, got {c.num_classes}')
+  _check(c.max_steps is None or c.max_steps > 0,
+         f'max_steps must be positive, got {c.max_steps}')
+  _check(c.max_steps is not None or (c.epochs > 0 and
+                                     c.num_train_examples > 0),
+         'epochs and the training split size must be positive (or give '
+         f'max_steps); got epochs={c.epochs}, '
+         f'num_train_examples={c.num_train_examples}')
+  _check(c.steps_per_eval is None or c.steps_per_eval > 0,
+         f'steps_per_eval must be positive, got {c.steps_per_eval}')
+  _check(0.0 <= c.model_warmup_steps_fraction <= 1.0,
+         'model_warmup_steps_fraction must be in [0, 1], got '
+         f'{c.model_warmup_steps_fraction}')
+  _check(c.model_learning_rate > 0, 'model_learning_rate must be positive, '
+         f'got {c.model_learning_rate}')
+  _check(0.0 <= c.label_smoothing < 1.0, 'label_smoothing must be in [0, 1), '
+         f'got {c.label_smoothing}')
+  for name in ('dropout_rate', 'path_dropout_rate'):
+    value = getattr(c, name)
+    _check(value is None or 0.0 <= value < 1.0,
+           f'{name} must be in [0, 1), got {value}')
+  _check(c.model_weight_decay is None or c.model_weight_decay >= 0,
+         f'model_weight_decay must be >= 0, got {c.model_weight_decay}')
+  _check(c.use_tpu or c.num_replicas == 1,
+         f'num_replicas={c.num_replicas} needs use_tpu; CPU/GPU runs use one '
+         'replica')
+  _check(c.tpu_iterations_per_loop > 0, 'tpu_iterations_per_loop must be '
+         f'positive, got {c.tpu_iterations_per_loop}')
