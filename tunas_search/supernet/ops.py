@@ -8,7 +8,7 @@ they may run inside conditional branches.
 import contextlib
 import dataclasses
 import math
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
