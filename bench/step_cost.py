@@ -110,7 +110,7 @@ def main(argv=None) -> None:
                       choices=search_spaces.names())
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args(argv)
-  tf.compat.v1.disable_eager_execution()
+  tf.compat.v1.disable_eager_execution()  # A benchmark process, not a library.
 
   space = search_spaces.get(args.space)
   spec = space.spec()

@@ -13,7 +13,6 @@ from tunas_search import schema
 from tunas_search.supernet import build_network
 from tunas_search.supernet import supernet_init_op
 
-tf.compat.v1.disable_eager_execution()
 
 IMAGE_SIZE = 32
 BATCH = 2

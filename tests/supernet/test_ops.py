@@ -18,7 +18,6 @@ from tunas_search.supernet import supernet_assignments
 from tunas_search.supernet import widths
 from tunas_search.supernet.builder import build_layer
 
-tf.compat.v1.disable_eager_execution()
 
 
 def _run(fetches, graph):
