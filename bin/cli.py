@@ -1,5 +1,6 @@
 """Shared CLI plumbing: one-line errors and exit codes for every bin/ tool."""
 
+import logging
 import os
 import sys
 from typing import Callable, Iterable, Optional
@@ -45,7 +46,13 @@ def _parse_flags(argv):
 
 
 def run(main: Callable) -> None:
-  """absl.app.run with one-line errors for bad flags and UsageError."""
+  """absl.app.run with one-line errors for bad flags and UsageError.
+
+  TensorFlow's own INFO and deprecation messages (hundreds of lines from the
+  Estimator API) are hidden; the tools log their progress themselves.
+  """
+  logging.getLogger('tensorflow').setLevel(logging.ERROR)
+
   def wrapped(argv):
     try:
       return main(argv)

@@ -43,7 +43,7 @@ def test_recipe_defaults_and_derived_values():
   c = make_config(max_steps=None, train_batch_size=4096,
                   num_train_examples=1_231_121)
   # SPEC.md section 6: 0.165 x 4096/256, 2.5% warm-up, 90 epochs.
-  assert c.scaled_learning_rate == pytest.approx(2.64)
+  assert c.scaled_model_learning_rate == pytest.approx(2.64)
   assert c.total_steps == 27_051  # ceil(90 * 1231121 / 4096)
   assert c.warmup_steps == 676
   assert c.weight_decay == 4e-5

@@ -32,8 +32,56 @@ class ConfigError(ValueError):
   """A configuration value is invalid or incompatible with the model dir."""
 
 
+class JobConfigMixin:
+  """Derived values and persistence shared by the search and train/eval configs.
+
+  Subclasses are frozen dataclasses with the training fields used below.
+  """
+
+  @property
+  def total_steps(self) -> int:
+    """Number of steps: `max_steps`, else `epochs` over the training split."""
+    if self.max_steps is not None:
+      return self.max_steps
+    return max(1, int(math.ceil(
+        self.epochs * self.num_train_examples / self.train_batch_size)))
+
+  @property
+  def weight_decay(self) -> float:
+    if self.model_weight_decay is not None:
+      return self.model_weight_decay
+    return 3e-5 if self.use_bfloat16 else 4e-5  # SPEC.md section 2.
+
+  @property
+  def scaled_model_learning_rate(self) -> float:
+    """Learning rate x batch/256 (SPEC.md section 6; Goyal et al. 2017)."""
+    return self.model_learning_rate * self.train_batch_size / 256
+
+  @property
+  def iterations_per_checkpoint(self) -> int:
+    """Checkpoint interval: by default every 5 host loops (and at the end)."""
+    if self.save_checkpoints_steps is not None:
+      return self.save_checkpoints_steps
+    return 5 * self.tpu_iterations_per_loop
+
+  def fraction_steps(self, fraction: float) -> int:
+    return int(round(fraction * self.total_steps))
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json_values(cls, values: Dict[str, Any]):
+    """Builds the config from parsed JSON, refusing unknown fields."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ConfigError(f'unknown config field(s) {unknown}')
+    return cls(**values)
+
+
 @dataclasses.dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(JobConfigMixin):
   """Everything a search needs besides the model spec.
 
   Learning rates are given per 256 training images and scaled by
@@ -96,55 +144,19 @@ class SearchConfig:
   # Derived values -----------------------------------------------------------
 
   @property
-  def total_steps(self) -> int:
-    """Number of search steps: `max_steps`, else `epochs` over the data."""
-    if self.max_steps is not None:
-      return self.max_steps
-    return max(1, int(math.ceil(
-        self.epochs * self.num_train_examples / self.train_batch_size)))
-
-  @property
   def validation_batch_size(self) -> int:
     """Per-step controller batch: `rl_batch_size_multiplier` x training."""
     return int(round(self.train_batch_size * self.rl_batch_size_multiplier))
 
   @property
-  def weight_decay(self) -> float:
-    if self.model_weight_decay is not None:
-      return self.model_weight_decay
-    return 3e-5 if self.use_bfloat16 else 4e-5  # SPEC.md section 2.
-
-  @property
-  def scaled_model_learning_rate(self) -> float:
-    return self.model_learning_rate * self.train_batch_size / 256
-
-  @property
   def scaled_rl_learning_rate(self) -> float:
     return self.rl_learning_rate * self.train_batch_size / 256
 
-  @property
-  def iterations_per_checkpoint(self) -> int:
-    """Checkpoint interval: by default every 5 host loops (and at the end)."""
-    if self.save_checkpoints_steps is not None:
-      return self.save_checkpoints_steps
-    return 5 * self.tpu_iterations_per_loop
-
-  def fraction_steps(self, fraction: float) -> int:
-    return int(round(fraction * self.total_steps))
-
   # Persistence --------------------------------------------------------------
-
-  def to_json(self) -> str:
-    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
   @classmethod
   def from_json(cls, text: str) -> 'SearchConfig':
-    values = json.loads(text)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ConfigError(f'unknown config field(s) {unknown}')
-    return cls(**values)
+    return cls.from_json_values(json.loads(text))
 
   def incompatibilities(self, other: 'SearchConfig') -> Dict[str, Any]:
     """Fields (outside RUNTIME_FIELDS) whose values differ: name -> (old, new)."""
@@ -153,58 +165,82 @@ class SearchConfig:
             if k not in RUNTIME_FIELDS and mine[k] != theirs[k]}
 
 
-def _check(condition: bool, message: str) -> None:
+def check(condition: bool, message: str) -> None:
+  """Raises ConfigError(message) unless `condition`."""
   if not condition:
     raise ConfigError(message)
 
 
+
+def validate_training(c: Any) -> None:
+  """Checks the fields every training job has (search and train/eval).
+
+  Raises:
+    ConfigError: naming the first invalid value.
+  """
+  check(c.num_replicas > 0, f'num_replicas must be positive, got '
+        f'{c.num_replicas}')
+  check(c.train_batch_size > 0,
+        f'train_batch_size must be positive, got {c.train_batch_size}')
+  check(c.train_batch_size % c.num_replicas == 0,
+        f'train_batch_size {c.train_batch_size} is not divisible by the '
+        f'{c.num_replicas} replicas; use a multiple of {c.num_replicas}')
+  check(c.use_tpu or c.num_replicas == 1,
+        f'num_replicas={c.num_replicas} needs use_tpu; CPU/GPU runs use one '
+        'replica')
+  check(MIN_IMAGE_SIZE <= c.image_size <= MAX_IMAGE_SIZE,
+        f'image_size {c.image_size} is outside the valid range '
+        f'{MIN_IMAGE_SIZE}..{MAX_IMAGE_SIZE}')
+  check(c.num_classes > 1, f'num_classes must be > 1, got {c.num_classes}')
+  check(c.max_steps is None or c.max_steps > 0,
+        f'max_steps must be positive, got {c.max_steps}')
+  check(c.max_steps is not None or (c.epochs > 0 and
+                                    c.num_train_examples > 0),
+        'epochs and the training split size must be positive (or give '
+        f'max_steps); got epochs={c.epochs}, '
+        f'num_train_examples={c.num_train_examples}')
+  check(0.0 <= c.model_warmup_steps_fraction <= 1.0,
+        'model_warmup_steps_fraction must be in [0, 1], got '
+        f'{c.model_warmup_steps_fraction}')
+  check(c.model_learning_rate > 0, 'model_learning_rate must be positive, '
+        f'got {c.model_learning_rate}')
+  check(0.0 <= c.label_smoothing < 1.0, 'label_smoothing must be in [0, 1), '
+        f'got {c.label_smoothing}')
+  check(c.model_weight_decay is None or c.model_weight_decay >= 0,
+        f'model_weight_decay must be >= 0, got {c.model_weight_decay}')
+  check(c.tpu_iterations_per_loop > 0, 'tpu_iterations_per_loop must be '
+        f'positive, got {c.tpu_iterations_per_loop}')
+
+
 def _validate(c: SearchConfig) -> None:
   """Raises ConfigError naming the first invalid value."""
-  _check(c.train_batch_size > 0,
-         f'train_batch_size must be positive, got {c.train_batch_size}')
-  _check(c.num_replicas > 0, f'num_replicas must be positive, got '
-         f'{c.num_replicas}')
-  _check(c.train_batch_size % c.num_replicas == 0,
-         f'train_batch_size {c.train_batch_size} is not divisible by the '
-         f'{c.num_replicas} replicas; use a multiple of {c.num_replicas}')
-  _check(c.validation_batch_size % c.num_replicas == 0,
-         f'validation batch {c.validation_batch_size} (train_batch_size x '
-         f'rl_batch_size_multiplier) is not divisible by the {c.num_replicas} '
-         'replicas')
-  _check(MIN_IMAGE_SIZE <= c.image_size <= MAX_IMAGE_SIZE,
-         f'image_size {c.image_size} is outside the valid range '
-         f'{MIN_IMAGE_SIZE}..{MAX_IMAGE_SIZE}')
-  _check(c.max_steps is None or c.max_steps > 0,
-         f'max_steps must be positive, got {c.max_steps}')
-  _check(c.max_steps is not None or c.epochs > 0,
-         f'epochs must be positive, got {c.epochs}')
-  _check(c.num_classes > 1, f'num_classes must be > 1, got {c.num_classes}')
-  for name in ('model_warmup_steps_fraction', 'rl_delay_steps_fraction',
+  validate_training(c)
+  check(c.validation_batch_size % c.num_replicas == 0,
+        f'validation batch {c.validation_batch_size} (train_batch_size x '
+        f'rl_batch_size_multiplier) is not divisible by the {c.num_replicas} '
+        'replicas')
+  for name in ('rl_delay_steps_fraction',
                'increase_ops_warmup_steps_fraction',
                'increase_filters_warmup_steps_fraction'):
     value = getattr(c, name)
-    _check(0.0 <= value <= 1.0, f'{name} must be in [0, 1], got {value}')
-  _check(0.0 <= c.rl_baseline_momentum < 1.0,
-         f'rl_baseline_momentum must be in [0, 1), got '
-         f'{c.rl_baseline_momentum}')
-  _check(c.rl_batch_size_multiplier >= 1 and
-         float(c.rl_batch_size_multiplier).is_integer(),
-         'rl_batch_size_multiplier must be a whole number >= 1, got '
-         f'{c.rl_batch_size_multiplier}')
-  _check(c.rl_temperature > 0, f'rl_temperature must be positive, got '
-         f'{c.rl_temperature}')
-  _check(0.0 <= c.label_smoothing < 1.0, 'label_smoothing must be in [0, 1), '
-         f'got {c.label_smoothing}')
-  _check(c.cost_model == 'none' or c.rl_cost_model_target is not None,
-         f'cost model {c.cost_model!r} needs rl_cost_model_target')
-  _check(c.rl_cost_model_target is None or c.rl_cost_model_target > 0,
-         f'rl_cost_model_target must be positive, got '
-         f'{c.rl_cost_model_target}')
-  _check(c.tpu_iterations_per_loop > 0, 'tpu_iterations_per_loop must be '
-         f'positive, got {c.tpu_iterations_per_loop}')
-  _check(c.constant_validation_accuracy is None or
-         0.0 <= c.constant_validation_accuracy <= 1.0,
-         'constant_validation_accuracy must be in [0, 1]')
+    check(0.0 <= value <= 1.0, f'{name} must be in [0, 1], got {value}')
+  check(0.0 <= c.rl_baseline_momentum < 1.0,
+        f'rl_baseline_momentum must be in [0, 1), got '
+        f'{c.rl_baseline_momentum}')
+  check(c.rl_batch_size_multiplier >= 1 and
+        float(c.rl_batch_size_multiplier).is_integer(),
+        'rl_batch_size_multiplier must be a whole number >= 1, got '
+        f'{c.rl_batch_size_multiplier}')
+  check(c.rl_temperature > 0, f'rl_temperature must be positive, got '
+        f'{c.rl_temperature}')
+  check(c.cost_model == 'none' or c.rl_cost_model_target is not None,
+        f'cost model {c.cost_model!r} needs rl_cost_model_target')
+  check(c.rl_cost_model_target is None or c.rl_cost_model_target > 0,
+        f'rl_cost_model_target must be positive, got '
+        f'{c.rl_cost_model_target}')
+  check(c.constant_validation_accuracy is None or
+        0.0 <= c.constant_validation_accuracy <= 1.0,
+        'constant_validation_accuracy must be in [0, 1]')
 
 
 def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:

@@ -9,13 +9,11 @@ Defaults are the TuNAS recipe (SPEC.md sections 2, 6 and 7).
 
 import dataclasses
 import json
-import math
 from typing import Any, Dict, Optional
 
 from tunas_search import architecture
+from tunas_search import config as config_lib
 from tunas_search.config import ConfigError
-from tunas_search.config import MAX_IMAGE_SIZE
-from tunas_search.config import MIN_IMAGE_SIZE
 
 MODES = ('train', 'evaluate', 'train_and_eval')
 TRAIN_SPLITS = ('train', 'train_full')
@@ -42,7 +40,7 @@ ARCHITECTURE_FIELDS = frozenset({
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainEvalConfig:
+class TrainEvalConfig(config_lib.JobConfigMixin):
   """Everything stand-alone training/evaluation needs besides the model spec.
 
   Attributes (the less obvious ones):
@@ -113,25 +111,11 @@ class TrainEvalConfig:
   # Derived values -----------------------------------------------------------
 
   @property
-  def total_steps(self) -> int:
-    """Training steps: `max_steps`, else `epochs` over the training split."""
-    if self.max_steps is not None:
-      return self.max_steps
-    return max(1, int(math.ceil(
-        self.epochs * self.num_train_examples / self.train_batch_size)))
-
-  @property
   def total_epochs(self) -> float:
     """Epochs the run trains for (from `max_steps` when it is given)."""
     if self.max_steps is None or not self.num_train_examples:
       return self.epochs
     return self.max_steps * self.train_batch_size / self.num_train_examples
-
-  @property
-  def weight_decay(self) -> float:
-    if self.model_weight_decay is not None:
-      return self.model_weight_decay
-    return 3e-5 if self.use_bfloat16 else 4e-5  # SPEC.md section 2.
 
   @property
   def effective_dropout_rate(self) -> float:
@@ -142,25 +126,10 @@ class TrainEvalConfig:
     return LONG_RUN_DROPOUT_RATE
 
   @property
-  def scaled_learning_rate(self) -> float:
-    """0.165 x batch/256 (SPEC.md section 6; Goyal et al. 2017 scaling)."""
-    return self.model_learning_rate * self.train_batch_size / 256
-
-  @property
   def warmup_steps(self) -> int:
-    return int(round(self.model_warmup_steps_fraction * self.total_steps))
-
-  @property
-  def iterations_per_checkpoint(self) -> int:
-    """Checkpoint interval: by default every 5 host loops (and at the end)."""
-    if self.save_checkpoints_steps is not None:
-      return self.save_checkpoints_steps
-    return 5 * self.tpu_iterations_per_loop
+    return self.fraction_steps(self.model_warmup_steps_fraction)
 
   # Persistence --------------------------------------------------------------
-
-  def to_json(self) -> str:
-    return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
   @classmethod
   def from_json(cls, text: str) -> 'TrainEvalConfig':
@@ -174,11 +143,7 @@ class TrainEvalConfig:
       raise ConfigError('the model dir holds a search, not a train_eval run; '
                         'use another --model_dir (and --search_model_dir or '
                         '--init_from_search to use the search)')
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise ConfigError(f'unknown config field(s) {unknown}')
-    return cls(**values)
+    return cls.from_json_values(values)
 
   def incompatibilities(self, other: 'TrainEvalConfig') -> Dict[str, Any]:
     """Fields that may not change: name -> (old, new).
@@ -196,9 +161,7 @@ class TrainEvalConfig:
             if mine[k] != theirs[k]}
 
 
-def _check(condition: bool, message: str) -> None:
-  if not condition:
-    raise ConfigError(message)
+_check = config_lib.check
 
 
 def _check_choice(name: str, value: str, valid) -> None:
@@ -218,42 +181,15 @@ def _validate(c: TrainEvalConfig) -> None:
     architecture.parse_indices(c.indices)
   except architecture.ArchitectureError as e:
     raise ConfigError(f'indices: {e}') from None
-  _check(c.num_replicas > 0,
-         f'num_replicas must be positive, got {c.num_replicas}')
-  for name in ('train_batch_size', 'eval_batch_size'):
-    value = getattr(c, name)
-    _check(value > 0, f'{name} must be positive, got {value}')
-    _check(value % c.num_replicas == 0,
-           f'{name} {value} is not divisible by the {c.num_replicas} '
-           f'replicas; use a multiple of {c.num_replicas}')
-  _check(MIN_IMAGE_SIZE <= c.image_size <= MAX_IMAGE_SIZE,
-         f'image_size {c.image_size} is outside the valid range '
-         f'{MIN_IMAGE_SIZE}..{MAX_IMAGE_SIZE}')
-  _check(c.num_classes > 1, f'num_classes must be > 1, got {c.num_classes}')
-  _check(c.max_steps is None or c.max_steps > 0,
-         f'max_steps must be positive, got {c.max_steps}')
-  _check(c.max_steps is not None or (c.epochs > 0 and
-                                     c.num_train_examples > 0),
-         'epochs and the training split size must be positive (or give '
-         f'max_steps); got epochs={c.epochs}, '
-         f'num_train_examples={c.num_train_examples}')
+  config_lib.validate_training(c)
+  _check(c.eval_batch_size > 0,
+         f'eval_batch_size must be positive, got {c.eval_batch_size}')
+  _check(c.eval_batch_size % c.num_replicas == 0,
+         f'eval_batch_size {c.eval_batch_size} is not divisible by the '
+         f'{c.num_replicas} replicas; use a multiple of {c.num_replicas}')
   _check(c.steps_per_eval is None or c.steps_per_eval > 0,
          f'steps_per_eval must be positive, got {c.steps_per_eval}')
-  _check(0.0 <= c.model_warmup_steps_fraction <= 1.0,
-         'model_warmup_steps_fraction must be in [0, 1], got '
-         f'{c.model_warmup_steps_fraction}')
-  _check(c.model_learning_rate > 0, 'model_learning_rate must be positive, '
-         f'got {c.model_learning_rate}')
-  _check(0.0 <= c.label_smoothing < 1.0, 'label_smoothing must be in [0, 1), '
-         f'got {c.label_smoothing}')
   for name in ('dropout_rate', 'path_dropout_rate'):
     value = getattr(c, name)
     _check(value is None or 0.0 <= value < 1.0,
            f'{name} must be in [0, 1), got {value}')
-  _check(c.model_weight_decay is None or c.model_weight_decay >= 0,
-         f'model_weight_decay must be >= 0, got {c.model_weight_decay}')
-  _check(c.use_tpu or c.num_replicas == 1,
-         f'num_replicas={c.num_replicas} needs use_tpu; CPU/GPU runs use one '
-         'replica')
-  _check(c.tpu_iterations_per_loop > 0, 'tpu_iterations_per_loop must be '
-         f'positive, got {c.tpu_iterations_per_loop}')

@@ -65,7 +65,7 @@ def _train_spec(config: TrainEvalConfig, logits: tf.Tensor,
                                                      trainable)
   loss = empirical_loss + regularization_loss
   learning_rate = schedules.cosine_with_warmup(
-      global_step, config.scaled_learning_rate, config.total_steps,
+      global_step, config.scaled_model_learning_rate, config.total_steps,
       config.warmup_steps)
   optimizer = tpu.maybe_cross_shard(tf1.train.RMSPropOptimizer(
       learning_rate, decay=config.model_rmsprop_decay,
