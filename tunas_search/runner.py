@@ -86,6 +86,8 @@ def format_result(result: SearchResult) -> str:
       f'  blocks:       {result.block_string}',
       f'  costs:        {costs}',
       f'  details:      {os.path.join(result.model_dir, RESULT_FILENAME)}',
+      f'  inspect:      tensorboard --logdir={result.model_dir}',
+      f'  next:         bin/analyze_search.py --model_dir={result.model_dir}',
   ])
 
 
