@@ -147,3 +147,24 @@ def test_nan_loss_stops_and_keeps_checkpoints_finite(tmp_path):
       value = reader.get_tensor(name)
       if np.issubdtype(np.asarray(value).dtype, np.floating):
         assert np.all(np.isfinite(value)), name
+
+
+def test_bfloat16_search_runs_on_cpu(tmp_path):
+  config = tiny.tiny_config(tmp_path, max_steps=2, use_bfloat16=True)
+  result = runner.run_search(config, tiny.tiny_spec())
+  assert result.step == 2
+  assert config.weight_decay == 3e-5  # SPEC.md section 2, bfloat16.
+
+
+def test_search_without_cost_model_rewards_plain_accuracy(tmp_path):
+  config = tiny.tiny_config(tmp_path, max_steps=2, cost_model='none',
+                            rl_cost_model_target=None,
+                            tpu_iterations_per_loop=1)
+  runner.run_search(config, tiny.tiny_spec())
+  acc = _events(str(tmp_path))
+  tags = set(acc.Tags()['tensors'])
+  assert 'rlcontroller/estimated_cost' not in tags
+  for reward, accuracy in zip(acc.Tensors('rlcontroller/reward'),
+                              acc.Tensors('rlcontroller/validation_accuracy')):
+    assert tf.make_ndarray(reward.tensor_proto) == tf.make_ndarray(
+        accuracy.tensor_proto)
