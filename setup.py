@@ -62,7 +62,6 @@ setuptools.setup(
         ],
     },
     classifiers=[
-        'License :: OSI Approved :: Apache Software License',
         'Programming Language :: Python :: 3.11',
         'Topic :: Scientific/Engineering :: Artificial Intelligence',
     ],

@@ -24,6 +24,7 @@ def _run(*flags, timeout=120):
 @pytest.mark.parametrize('flags, message', [
     (['--search_space=nasnet'],
      "unknown search space 'nasnet'; valid choices: mnasnet_b1"),
+    (['--ssd=nasnet'], "unknown search space 'nasnet'"),  # TuNAS's alias.
     (['--search_space=mobilenet_v2'],
      "'mobilenet_v2' is a reference architecture, not a search space"),
     (['--dataset=mnist'], "unknown dataset 'mnist'"),
