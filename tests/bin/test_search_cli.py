@@ -73,10 +73,14 @@ def test_killed_search_resumes_with_the_same_command(tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
   proc = subprocess.Popen([sys.executable, SEARCH, *flags], cwd=ROOT, env=env,
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  def saved_step():
+    checkpoint = tf.train.latest_checkpoint(str(tmp_path))
+    return int(checkpoint.rsplit('-', 1)[1]) if checkpoint else -1
+
+  # The Estimator saves step 0 at once; wait for a checkpoint of real work.
   deadline = time.time() + 600
-  while time.time() < deadline and not tf.train.latest_checkpoint(
-      str(tmp_path)):
-    time.sleep(1)
+  while time.time() < deadline and saved_step() < 20:
+    time.sleep(0.5)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
   checkpoint = tf.train.latest_checkpoint(str(tmp_path))
