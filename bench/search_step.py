@@ -168,7 +168,7 @@ def main():
   parser.add_argument('--image_size', type=int, default=64)
   parser.add_argument('--batch_size', type=int, default=16)
   parser.add_argument('--steps', type=int, default=10)
-  parser.add_argument('--repeats', type=int, default=3)
+  parser.add_argument('--repeats', type=int, default=5)
   args = parser.parse_args()
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
@@ -185,7 +185,8 @@ def main():
     measured['train'].append(_time(standalone, train, args.steps))
     measured['inference'].append(_time(standalone, inference, args.steps))
     measured['overhead'].append(_time(overhead, overhead_fetch, args.steps))
-  ms = {k: 1000 * float(np.median(v)) for k, v in measured.items()}
+  # The fastest repeat of each side: noise on a shared machine only adds.
+  ms = {k: 1000 * float(np.min(v)) for k, v in measured.items()}
   print(json.dumps({
       'benchmark': 'search_step',
       'search_space': args.search_space,
