@@ -80,22 +80,18 @@ class JobConfigMixin:
     return cls(**values)
 
 
-@dataclasses.dataclass(frozen=True)
-class SearchConfig(JobConfigMixin):
-  """Everything a search needs besides the model spec.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainingFields(JobConfigMixin):
+  """Fields every training job has (search and stand-alone train/eval).
 
-  Learning rates are given per 256 training images and scaled by
-  `train_batch_size / 256` (SPEC.md sections 5-6).
+  Keyword-only, so job configs can add required fields of their own.
+  Learning rates are per 256 training images (SPEC.md section 6).
   """
-  search_space: str
-  model_dir: str
-  num_classes: int
-  num_train_examples: int
   dataset: str = 'embedded'
   data_dir: Optional[str] = None
   image_size: int = 224
   input_channels: int = 3
-  # Shared-weight training (SPEC.md section 6).
+  # Training recipe (SPEC.md sections 2 and 6).
   train_batch_size: int = 4096
   epochs: float = 90.0
   max_steps: Optional[int] = None
@@ -107,6 +103,31 @@ class SearchConfig(JobConfigMixin):
   # None picks SPEC.md's default: 4e-5, or 3e-5 when training in bfloat16.
   model_weight_decay: Optional[float] = None
   label_smoothing: float = 0.1
+  # Execution.
+  use_bfloat16: bool = False
+  use_tpu: bool = False
+  tpu: Optional[str] = None
+  tpu_zone: Optional[str] = None
+  gcp_project: Optional[str] = None
+  num_replicas: int = 1
+  tpu_iterations_per_loop: int = 100
+  save_checkpoints_steps: Optional[int] = None
+  keep_checkpoint_max: int = 5
+  log_every_steps: Optional[int] = None
+  seed: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SearchConfig(TrainingFields):
+  """Everything a search needs besides the model spec.
+
+  Learning rates are given per 256 training images and scaled by
+  `train_batch_size / 256` (SPEC.md sections 5-6).
+  """
+  search_space: str
+  model_dir: str
+  num_classes: int
+  num_train_examples: int
   # Controller (SPEC.md section 5).
   rl_learning_rate: float = 3e-4
   use_exponential_rl_learning_rate_schedule: bool = True
@@ -124,19 +145,8 @@ class SearchConfig(JobConfigMixin):
   rl_cost_model_exponent: float = -0.10
   # Test hook: when set, the reward uses this instead of validation accuracy.
   constant_validation_accuracy: Optional[float] = None
-  # Execution.
-  use_bfloat16: bool = False
+  # Execution (see TrainingFields for the rest).
   use_gradient_sync_barrier: bool = True
-  use_tpu: bool = False
-  tpu: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-  num_replicas: int = 1
-  tpu_iterations_per_loop: int = 100
-  save_checkpoints_steps: Optional[int] = None
-  keep_checkpoint_max: int = 5
-  log_every_steps: Optional[int] = None
-  seed: Optional[int] = None
 
   def __post_init__(self):
     _validate(self)

@@ -39,8 +39,8 @@ ARCHITECTURE_FIELDS = frozenset({
     'input_channels'})
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainEvalConfig(config_lib.JobConfigMixin):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainEvalConfig(config_lib.TrainingFields):
   """Everything stand-alone training/evaluation needs besides the model spec.
 
   Attributes (the less obvious ones):
@@ -67,43 +67,16 @@ class TrainEvalConfig(config_lib.JobConfigMixin):
   model_dir: str
   num_classes: int
   num_train_examples: int
-  dataset: str = 'embedded'
-  data_dir: Optional[str] = None
-  image_size: int = 224
-  input_channels: int = 3
   mode: str = 'train_and_eval'
   train_split: str = 'train'
   eval_split: str = 'test'
-  # Training recipe (SPEC.md sections 2, 6 and 7).
-  train_batch_size: int = 4096
+  # Recipe additions (SPEC.md section 7); the rest is in TrainingFields.
   eval_batch_size: int = 1000
-  epochs: float = 90.0
-  max_steps: Optional[int] = None
   steps_per_eval: Optional[int] = None
-  model_learning_rate: float = 0.165
-  model_warmup_steps_fraction: float = 0.025
-  model_momentum: float = 0.9
-  model_rmsprop_decay: float = 0.9
-  model_rmsprop_epsilon: float = 1.0
-  # None picks SPEC.md's default: 4e-5, or 3e-5 when training in bfloat16.
-  model_weight_decay: Optional[float] = None
-  label_smoothing: float = 0.1
   dropout_rate: Optional[float] = None
   path_dropout_rate: float = 0.0
   init_from_search: Optional[str] = None
   freeze_backbone: bool = False
-  # Execution.
-  use_bfloat16: bool = False
-  use_tpu: bool = False
-  tpu: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-  num_replicas: int = 1
-  tpu_iterations_per_loop: int = 100
-  save_checkpoints_steps: Optional[int] = None
-  keep_checkpoint_max: int = 5
-  log_every_steps: Optional[int] = None
-  seed: Optional[int] = None
 
   def __post_init__(self):
     _validate(self)
