@@ -58,7 +58,11 @@ def validate(spec: Any, indices: Sequence[int]) -> None:
   Raises:
     ArchitectureError: naming the first problem found.
   """
-  decisions = schema.decisions(spec)
+  _validate_decisions(schema.decisions(spec), indices)
+
+
+def _validate_decisions(decisions: Sequence[schema.Decision],
+                        indices: Sequence[int]) -> None:
   if len(indices) != len(decisions):
     raise ArchitectureError(
         f'architecture has {len(indices)} indices but the search space has '
@@ -72,9 +76,10 @@ def validate(spec: Any, indices: Sequence[int]) -> None:
 
 def one_hot_masks(spec: Any, indices: Sequence[int]) -> List[np.ndarray]:
   """One float32 one-hot vector per decision."""
-  validate(spec, indices)
+  decisions = schema.decisions(spec)
+  _validate_decisions(decisions, indices)
   return [np.eye(d.num_choices, dtype=np.float32)[i]
-          for d, i in zip(schema.decisions(spec), indices)]
+          for d, i in zip(decisions, indices)]
 
 
 def with_indices(spec: Any, indices: Sequence[int]) -> Any:

@@ -181,11 +181,19 @@ def with_masks(spec: Any, masks: Sequence[Any]) -> Any:
     ValueError: if the number of masks differs from the number of decisions.
   """
   masks = list(masks)
-  count = len(decisions(spec))
-  if len(masks) != count:
-    raise ValueError(f'got {len(masks)} masks for {count} decisions')
-  it = iter(masks)
-  return map_oneofs(lambda _, o: dataclasses.replace(o, mask=next(it)), spec)
+  used = 0
+
+  def attach(_, oneof):
+    nonlocal used
+    used += 1
+    if used <= len(masks):
+      return dataclasses.replace(oneof, mask=masks[used - 1])
+    return oneof
+
+  masked = map_oneofs(attach, spec)
+  if used != len(masks):
+    raise ValueError(f'got {len(masks)} masks for {used} decisions')
+  return masked
 
 
 def log10_space_size(spec: Any) -> float:
