@@ -64,3 +64,11 @@ def test_format_seconds():
   assert tpu.format_seconds(59) == '0m59s'
   assert tpu.format_seconds(3723) == '1h02m03s'
   assert tpu.format_seconds(float('inf')) == 'unknown'
+
+
+def test_checkpoint_logger_logs_the_step(monkeypatch):
+  messages = []
+  monkeypatch.setattr(tpu.logging, 'info',
+                      lambda fmt, *args: messages.append(fmt % args))
+  tpu.CheckpointLogger().after_save(None, 120)
+  assert messages == ['Saved checkpoint at step 120']

@@ -138,10 +138,13 @@ def run_search(config: SearchConfig, model_spec: Any,
         config.tpu_iterations_per_loop, total // 20 or 1))
     progress = tpu.ProgressHook(total, config.train_batch_size, log_every)
     began = time.time()
+    logging.info('Building the search graph (about a minute on a CPU for a '
+                 'full space); progress is logged every %d steps', log_every)
     try:
       _make_estimator(config, model_spec).train(
           _input_fn(config), max_steps=total,
-          hooks=[progress] + list(hooks or []))
+          hooks=[progress] + list(hooks or []),
+          saving_listeners=[tpu.CheckpointLogger()])
     except tf.compat.v1.train.NanLossDuringTrainingError:
       good = tf.train.latest_checkpoint(config.model_dir)
       raise NonFiniteLossError(

@@ -145,6 +145,14 @@ class ProgressHook(tf1.train.SessionRunHook):
     self._last_logged = step
 
 
+class CheckpointLogger(tf1.estimator.CheckpointSaverListener):
+  """Logs each checkpoint, so users know what a preemption would lose."""
+
+  def after_save(self, session, global_step_value):
+    del session
+    logging.info('Saved checkpoint at step %d', global_step_value)
+
+
 def format_seconds(seconds: float) -> str:
   """`1h02m03s` style duration."""
   if seconds == float('inf'):
