@@ -24,6 +24,10 @@ def test_derived_values(tmp_path):
   assert c.validation_batch_size == 128  # 4 x training batch (SPEC 6).
   assert c.scaled_model_learning_rate == pytest.approx(0.165 * 32 / 256)
   assert c.scaled_rl_learning_rate == pytest.approx(3e-4 * 32 / 256)
+  # SPEC.md sections 5 and 6 at TuNAS's batch of 4096 (16 x 256).
+  big = _config(tmp_path, train_batch_size=4096)
+  assert big.scaled_model_learning_rate == pytest.approx(2.64)
+  assert big.scaled_rl_learning_rate == pytest.approx(4.8e-3)
   assert c.weight_decay == 4e-5
   assert _config(tmp_path, use_bfloat16=True).weight_decay == 3e-5
   assert _config(tmp_path, max_steps=7).total_steps == 7

@@ -37,15 +37,6 @@ def test_cosine_rejects_bad_warmup():
     schedules.cosine_with_warmup(0, 1.0, 10, 20)
 
 
-def test_scaled_learning_rates():
-  # SPEC.md sections 5 and 6 at batch 4096 (16 x 256).
-  assert schedules.scaled_model_learning_rate(4096) == pytest.approx(2.64)
-  assert schedules.scaled_rl_learning_rate(4096) == pytest.approx(4.8e-3)
-  assert schedules.scaled_model_learning_rate(128) == pytest.approx(0.0825)
-  assert schedules.scaled_rl_learning_rate(512, per_256=1e-3) == (
-      pytest.approx(2e-3))
-
-
 def test_rl_learning_rate_exponential():
   lr = _values(
       lambda s: schedules.rl_learning_rate(s, 1e-3, 1000, 200, True),

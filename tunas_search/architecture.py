@@ -6,7 +6,6 @@ nested under an unselected choice still get an index; it is ignored when
 building and canonically 0 (COST_MODEL.md section 3).
 """
 
-import dataclasses
 from typing import Any, List, Sequence
 
 import numpy as np
@@ -143,10 +142,6 @@ def random_indices(spec: Any, rng: np.random.Generator) -> List[int]:
   """Uniformly random architecture (every decision sampled independently)."""
   return [int(rng.integers(d.num_choices)) for d in schema.decisions(spec)]
 
-
-def replace_mask(oneof: schema.OneOf, mask: Any) -> schema.OneOf:
-  """A copy of `oneof` carrying `mask`."""
-  return dataclasses.replace(oneof, mask=mask)
 
 
 # Block strings: a compact, reversible text form of a pruned architecture, for

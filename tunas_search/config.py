@@ -160,6 +160,7 @@ class SearchConfig(TrainingFields):
 
   @property
   def scaled_rl_learning_rate(self) -> float:
+    """Controller learning rate x batch/256 (SPEC.md section 5)."""
     return self.rl_learning_rate * self.train_batch_size / 256
 
   # Persistence --------------------------------------------------------------

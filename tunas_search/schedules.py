@@ -13,10 +13,6 @@ import tensorflow as tf
 
 StepLike = Union[int, tf.Tensor]
 
-# Shared-weight learning rate per 256 images (SPEC.md section 6).
-MODEL_LR_PER_256 = 0.165
-# Controller learning rate per 256 images (SPEC.md section 5).
-RL_LR_PER_256 = 3e-4
 # Controller Adam (SPEC.md section 5): no first-moment averaging.
 CONTROLLER_ADAM_BETA1 = 0.0
 CONTROLLER_ADAM_BETA2 = 0.999
@@ -65,21 +61,6 @@ def cosine_with_warmup(step: StepLike, base_lr: float, total_steps: int,
     return base_lr * decay
   warmup = _float_step(step) / float(warmup_steps)
   return base_lr * tf.where(_float_step(step) < warmup_steps, warmup, decay)
-
-
-def scaled_model_learning_rate(batch_size: int,
-                               per_256: float = MODEL_LR_PER_256) -> float:
-  """Shared-weight learning rate: 0.165 x batch/256 (SPEC.md section 6).
-
-  The linear scaling rule (Goyal et al. 2017, section 2.1).
-  """
-  return per_256 * batch_size / 256.0
-
-
-def scaled_rl_learning_rate(batch_size: int,
-                            per_256: float = RL_LR_PER_256) -> float:
-  """Controller learning rate: 3e-4 x batch/256 (SPEC.md section 5)."""
-  return per_256 * batch_size / 256.0
 
 
 def rl_learning_rate(step: StepLike, base_lr: float, total_steps: int,

@@ -156,8 +156,8 @@ def _reward(config: SearchConfig, masked_spec: Any,
       space_name=config.cost_model_space, image_size=config.image_size,
       num_classes=config.num_classes, input_channels=config.input_channels)
   cost = tf.cast(model.tf_cost(masked_spec, context), tf.float32)
-  terms = rewards.REGISTRY.get(config.rl_reward_function)(
-      accuracy, cost, config.rl_cost_model_target,
+  terms = rewards.compute_reward(
+      config.rl_reward_function, accuracy, cost, config.rl_cost_model_target,
       config.rl_cost_model_exponent)
   return {'reward': terms.reward, 'estimated_cost': cost,
           'cost_ratio': terms.cost_ratio,

@@ -145,6 +145,15 @@ class ProgressHook(tf1.train.SessionRunHook):
     self._last_logged = step
 
 
+def latest_step(model_dir: str) -> int:
+  """Global step of the latest checkpoint in `model_dir`; 0 if there is none."""
+  checkpoint = tf.train.latest_checkpoint(model_dir)
+  if not checkpoint:
+    return 0
+  return int(tf.train.load_checkpoint(checkpoint).get_tensor(
+      tf1.GraphKeys.GLOBAL_STEP))
+
+
 class CheckpointLogger(tf1.estimator.CheckpointSaverListener):
   """Logs each checkpoint, so users know what a preemption would lose."""
 

@@ -133,14 +133,6 @@ def prepare(config: TrainEvalConfig, model_spec: Any
   return weights
 
 
-def latest_step(model_dir: str) -> int:
-  checkpoint = tf.train.latest_checkpoint(model_dir)
-  if not checkpoint:
-    return 0
-  return int(tf.train.load_checkpoint(checkpoint).get_tensor(
-      tf1.GraphKeys.GLOBAL_STEP))
-
-
 def _estimator(config: TrainEvalConfig, model_spec: Any,
                weights: Optional[SearchWeights]):
   run_config = tpu.make_run_config(
@@ -232,7 +224,7 @@ def run(config: TrainEvalConfig, model_spec: Any,
   estimator = _estimator(config, model_spec, weights)
   if config.mode == 'evaluate':
     return _evaluate(estimator, config, model_spec)
-  start, total = latest_step(config.model_dir), config.total_steps
+  start, total = tpu.latest_step(config.model_dir), config.total_steps
   logging.info('%s training of %s in %s: step %d of %d%s', 'Resuming' if start
                else 'Starting', config.indices, config.model_dir, start,
                total, f' from search {weights.checkpoint}' if weights else '')
@@ -242,7 +234,7 @@ def run(config: TrainEvalConfig, model_spec: Any,
   step = start
   while step < total or (result is None and config.mode != 'train'):
     step = min(total, (step // chunk + 1) * chunk)
-    if latest_step(config.model_dir) < step:
+    if tpu.latest_step(config.model_dir) < step:
       _train_to(estimator, config, step, hooks)
     if config.mode == 'train_and_eval':
       result = _evaluate(estimator, config, model_spec)
@@ -272,4 +264,4 @@ def format_result(result: EvalResult) -> str:
 
 __all__ = ['EvalResult', 'TrainEvalConfig', 'WarmStartError', 'ConfigError',
            'architecture_from_search', 'load_run', 'prepare', 'run',
-           'latest_step', 'results_path', 'result_to_json', 'format_result']
+           'results_path', 'result_to_json', 'format_result']
