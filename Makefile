@@ -1,6 +1,8 @@
 # One command each: `make smoke` (a real search on the embedded dataset),
 # `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
+# `make mutation` (outside CI, ~5 min) measures test strength with mutmut
+# over the pure-Python modules; see docs/mutation.md.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -9,8 +11,11 @@ STAMP := $(VENV)/.installed
 # Quiet TensorFlow's C++ start-up chatter; real warnings still show.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 SMOKE_DIR ?= /tmp/tunas_search_smoke
+# Scratch copy of the tree that mutmut mutates, and its worker count.
+MUTATION_DIR ?= build/mutation
+MUTATION_JOBS ?= 1
 
-.PHONY: venv test test-all smoke bench clean
+.PHONY: venv test test-all smoke bench mutation clean
 
 venv: $(STAMP)
 
@@ -21,7 +26,13 @@ $(STAMP): setup.py requirements/cpu.txt
 	$(PY) -m pip install --quiet -c requirements/cpu.txt -e '.[cpu,plot,test]'
 	touch $(STAMP)
 
+# setup.py supports Python 3.9-3.11 (TensorFlow 2.15's range); only 3.11 is
+# installed here, so the minimum is checked statically.
+VERMIN := $(VENV)/bin/vermin --no-tips --violations --eval-annotations \
+	--backport dataclasses -t=3.9-
+
 test: venv
+	$(VERMIN) tunas_search search_spaces bin bench tests
 	$(PY) -m pytest -q -m 'not slow' tests
 
 test-all: venv
@@ -34,5 +45,9 @@ bench: venv
 	$(PY) bench/step_cost.py
 	$(PY) bench/search_step.py
 
+mutation: venv
+	$(PY) -m pip install --quiet -c requirements/cpu.txt -r requirements/mutation.txt
+	$(PY) tests/mutation/run.py --work_dir=$(MUTATION_DIR) --jobs=$(MUTATION_JOBS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache $(MUTATION_DIR)

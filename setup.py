@@ -21,10 +21,16 @@ setuptools.setup(
     long_description=_readme(),
     long_description_content_type='text/markdown',
     license='Apache-2.0',
-    python_requires='>=3.11,<3.12',
+    # TensorFlow 2.15 supports Python 3.9-3.11 (Cloud TPU VM images ship
+    # 3.10); `make test` checks the minimum statically with vermin.
+    python_requires='>=3.9,<3.12',
     packages=setuptools.find_packages(include=['tunas_search', 'tunas_search.*',
                                                'search_spaces',
-                                               'search_spaces.*', 'bin']),
+                                               'search_spaces.*'])
+    + ['tunas_search_cli'],
+    # The command-line tools live in bin/ and are installed under a name of
+    # this project: a top-level `bin` package would clash with others'.
+    package_dir={'tunas_search_cli': 'bin'},
     package_data={
         'tunas_search': ['data/*.npz', 'data/*.md', 'data/LICENSE*',
                          'cost_models/*.npz', 'cost_models/*.md',
@@ -49,19 +55,21 @@ setuptools.setup(
         'tpu': [f'tensorflow=={_TF}', 'google-api-python-client>=2',
                 'oauth2client>=4.1'],
         'plot': ['matplotlib>=3.7,<3.10'],
-        'test': ['pytest>=7'],
+        'test': ['pytest>=7', 'vermin>=1.6'],
     },
     entry_points={
         'console_scripts': [
-            'tunas-search=bin.search:run',
-            'tunas-describe-arch=bin.describe_arch:run',
-            'tunas-analyze-search=bin.analyze_search:run',
-            'tunas-train-eval=bin.train_eval:run',
-            'tunas-export-model=bin.export_model:run',
-            'tunas-sample-random=bin.sample_random:run',
+            'tunas-search=tunas_search_cli.search:run',
+            'tunas-describe-arch=tunas_search_cli.describe_arch:run',
+            'tunas-analyze-search=tunas_search_cli.analyze_search:run',
+            'tunas-train-eval=tunas_search_cli.train_eval:run',
+            'tunas-export-model=tunas_search_cli.export_model:run',
+            'tunas-sample-random=tunas_search_cli.sample_random:run',
         ],
     },
     classifiers=[
+        'Programming Language :: Python :: 3.9',
+        'Programming Language :: Python :: 3.10',
         'Programming Language :: Python :: 3.11',
         'Topic :: Scientific/Engineering :: Artificial Intelligence',
     ],

@@ -32,9 +32,9 @@ import tensorflow as tf
 import search_spaces
 from tunas_search import architecture
 from tunas_search import controller
+from tunas_search import controller_adam
 from tunas_search import cost_models
 from tunas_search import rewards
-from tunas_search import schedules
 from tunas_search import schema
 from tunas_search import search
 from tunas_search import supernet
@@ -127,8 +127,9 @@ def overhead_only(config, spec, rng):
     baseline = rewards.ema_baseline(terms.reward)
     loss = rewards.reinforce_loss(sample.log_prob, terms.reward - baseline,
                                   sample.entropy)
-    train = schedules.controller_optimizer(1e-3).minimize(
-        loss, var_list=logits, global_step=step)
+    train = controller_adam.apply_adam(
+        list(zip(tf.gradients(loss, logits), logits)), 1e-3, tf.identity,
+        global_step=step)
     scalars = search.logit_summaries(decisions, logits)
     scalars.update({'reward': terms.reward, 'cost': cost})
     _, packed = tpu.pack_summaries(scalars)
@@ -139,7 +140,7 @@ def overhead_only(config, spec, rng):
 
 def parts(config, spec, indices, rng):
   """Stand-alone training step at maximum width + validation inference."""
-  widest = [d.num_choices - 1 if d.tag == schema.FILTERS else i
+  widest = [architecture.widest_index(d) if d.tag == schema.FILTERS else i
             for d, i in zip(schema.decisions(spec), indices)]
   fixed = architecture.with_indices(spec, widest)
   graph = tf.Graph()

@@ -1,6 +1,6 @@
 """Training-step cost of the supernet against stand-alone nets; prints JSON.
 
-Two ratios (SPEC.md section 4: unselected ops are not computed):
+Two ratios (docs/method.md section 4: unselected ops are not computed):
   * supernet_vs_standalone_ratio: a supernet step with one sampled path over
     a stand-alone step of the same ops at the widest widths (target <= 1.10);
   * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices

@@ -7,59 +7,102 @@
 
 Works on a search that is still running. The architecture is the argmax of
 every decision's logits in the latest checkpoint, or with --step at the last
-checkpoint or logged step at or before it (SPEC.md section 7).
+checkpoint or logged step at or before it (docs/method.md section 7).
 """
 
 import os
 import sys
 
 if __package__ in (None, ''):
+  # Run as a file (python bin/search.py): the tools are package `bin` of the
+  # source tree. Installed, they are package `tunas_search_cli`.
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
+  __package__ = 'bin'  # pylint: disable=redefined-builtin
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+# First, before anything imports TensorFlow: keeps its start-up quiet.
+from . import _quiet  # pylint: disable=unused-import
 from absl import flags
 from absl import logging
 
-from bin import cli
+from . import cli
 from tunas_search import analysis
-
-FLAGS = flags.FLAGS
-
-flags.DEFINE_string('model_dir', None, 'Model dir of the search (local path '
-                    'or gs://).')
-flags.DEFINE_integer('step', None, 'Analyse the latest checkpoint or logged '
-                     'step at or before this global step (default: the '
-                     'latest checkpoint).', lower_bound=0)
-flags.DEFINE_string('format', 'text', 'Output format: ' +
-                    ', '.join(analysis.FORMATS))
-flags.DEFINE_string('plot', None, 'Also draw choice probabilities, estimated '
-                    'cost and reward over steps into this image file (.png); '
-                    'needs matplotlib.')
+from tunas_search import report
 
 
-def main(argv):
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines this tool's flags (called by `run()`; see describe_arch)."""
+  fv = dict(flag_values=flag_values)
+  flags.DEFINE_string('model_dir', None, 'Model dir of the search (local '
+                      'path or gs://).', **fv)
+  flags.DEFINE_integer('step', None, 'Analyse the latest checkpoint or '
+                       'logged step at or before this global step (default: '
+                       'the latest checkpoint).', lower_bound=0, **fv)
+  flags.DEFINE_string('format', 'text', 'Output format: ' +
+                      ', '.join(report.FORMATS), **fv)
+  flags.DEFINE_string('plot', None, 'Also draw choice probabilities, '
+                      'estimated cost and reward over steps into this local '
+                      'image file (.png, .pdf, .svg, ...); needs matplotlib.',
+                      **fv)
+
+
+def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
+  """Prints the analysis; draws --plot.
+
+  Raises:
+    cli.UsageError: on a bad flag value or a model dir that is no search.
+  """
   if len(argv) > 1:
     raise cli.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
-  if FLAGS.format not in analysis.FORMATS:
-    raise cli.UsageError(f'unknown --format {FLAGS.format!r}; valid choices: '
-                         f'{", ".join(analysis.FORMATS)}')
-  if not FLAGS.model_dir:
+  f = flag_values
+  if f.format not in report.FORMATS:
+    raise cli.UsageError(f'unknown --format {f.format!r}; valid choices: '
+                         f'{", ".join(report.FORMATS)}')
+  if not f.model_dir:
     raise cli.UsageError('--model_dir is required')
+  if f.plot:
+    cli.check_output_file('plot', f.plot)
+    _check_plot_format(f.plot)
   try:
-    _, spec = analysis.load_search(FLAGS.model_dir)  # Fails fast if not one.
-    scalars = analysis.read_scalars(FLAGS.model_dir) if FLAGS.plot else None
-    result = analysis.analyze(FLAGS.model_dir, FLAGS.step, scalars)
-    if FLAGS.plot:
-      analysis.plot_history(FLAGS.plot, spec, scalars, title=(
-          f'{result.search_space} in {FLAGS.model_dir}'))
-      logging.info('Wrote %s', FLAGS.plot)
+    _, spec = analysis.load_search(f.model_dir)  # Fails fast if not one.
+    scalars = analysis.read_scalars(f.model_dir) if f.plot else None
+    result = analysis.analyze(f.model_dir, f.step, scalars)
+    if f.plot:
+      _plot(f.plot, spec, scalars, result)
   except analysis.AnalysisError as e:
     raise cli.UsageError(str(e)) from None
-  print(analysis.FORMATTERS[FLAGS.format](result).rstrip('\n'))
+  print(report.FORMATTERS[f.format](result).rstrip('\n'))
+
+
+def _check_plot_format(path: str) -> None:
+  """Raises a UsageError unless matplotlib can write `path`'s extension."""
+  try:
+    from matplotlib import backend_bases  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return  # report.plot_history says how to install it.
+  formats = backend_bases.FigureCanvasBase.get_supported_filetypes()
+  extension = os.path.splitext(path)[1][1:].lower()
+  if extension and extension not in formats:  # None: matplotlib's png.
+    raise cli.UsageError(f'--plot={path}: unknown image format '
+                         f'{extension!r}; valid choices: '
+                         f'{", ".join(sorted(formats))}')
+
+
+def _plot(path: str, spec, scalars, result: analysis.Analysis) -> None:
+  """Draws the history; a failure leaves an earlier file at `path` as is."""
+  try:
+    with cli.atomic_output_file(path) as temporary:
+      report.plot_history(temporary, spec, scalars, title=(
+          f'{result.search_space} in {result.model_dir}'))
+  except OSError as e:
+    cli.fail(f'cannot write --plot={path}: {e.strerror or e}',
+             exit_code=cli.FAILURE_EXIT_CODE)
+  logging.info('Wrote %s', path)
 
 
 def run():
+  define_flags()
   cli.run(main)
 
 

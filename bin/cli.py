@@ -1,17 +1,29 @@
 """Shared CLI plumbing: one-line errors and exit codes for every bin/ tool."""
 
-import logging
+# pylint: disable=g-bad-import-order
+# First, before anything can import TensorFlow: quiets its C++ start-up.
+from . import _quiet
+# pylint: enable=g-bad-import-order
+
+import contextlib
 import os
 import sys
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 from absl import app
 from absl import flags
 
 from tunas_search.registry import UnknownNameError
 
+# Flags defined here (define_auto_bool) belong to the tool that asks for
+# them: --helpfull lists them under its name and its --help shows them.
+flags.disclaim_key_flags()
+
 # Exit codes: 2 for bad input (as argparse), 1 for a run that failed.
 USAGE_EXIT_CODE = 2
+FAILURE_EXIT_CODE = 1
+# The values of a flag defined by define_auto_bool.
+AUTO, TRUE, FALSE = 'auto', 'true', 'false'
 
 
 class UsageError(Exception):
@@ -37,6 +49,39 @@ def get_or_usage(getter: Callable, name: str,
     raise UsageError(message) from None
 
 
+class _AutoBoolParser(flags.ArgumentParser):
+  """Parses 'auto', or a boolean in any absl spelling, to AUTO/TRUE/FALSE."""
+
+  def parse(self, argument) -> str:
+    if isinstance(argument, str) and argument.lower() == AUTO:
+      return AUTO
+    try:
+      return TRUE if flags.BooleanParser().parse(argument) else FALSE
+    except (TypeError, ValueError):
+      raise ValueError(f'{argument!r} is not auto, true or false') from None
+
+  def flag_type(self) -> str:
+    return 'auto|bool'
+
+
+def define_auto_bool(name: str, help_text: str,
+                     flag_values: flags.FlagValues = flags.FLAGS) -> None:
+  """Defines --name=auto|true|false, default auto.
+
+  The flag also takes the boolean spellings --name and --noname, so presets
+  and command lines written for a boolean flag keep working. Read it with
+  `resolve_auto_bool`.
+  """
+  flags.DEFINE_flag(flags.Flag(
+      _AutoBoolParser(), flags.ArgumentSerializer(), name, AUTO,
+      f'{help_text} (auto, true or false)', boolean=True), flag_values)
+
+
+def resolve_auto_bool(value: str, auto: bool) -> bool:
+  """The bool a define_auto_bool flag means, `auto` standing for AUTO."""
+  return auto if value == AUTO else value == TRUE
+
+
 def _parse_flags(argv):
   try:
     return flags.FLAGS(argv)
@@ -48,14 +93,112 @@ def _parse_flags(argv):
 def run(main: Callable) -> None:
   """absl.app.run with one-line errors for bad flags and UsageError.
 
-  TensorFlow's own INFO and deprecation messages (hundreds of lines from the
-  Estimator API) are hidden; the tools log their progress themselves.
+  TensorFlow's own INFO, warning and deprecation messages (hundreds of lines
+  from the Estimator API) are hidden unless --verbosity is 1 or more
+  (`bin/_quiet.py`); the tools log their progress themselves.
   """
-  logging.getLogger('tensorflow').setLevel(logging.ERROR)
 
   def wrapped(argv):
+    _quiet.quiet_python(flags.FLAGS.verbosity)
     try:
       return main(argv)
     except UsageError as e:
       fail(str(e))
+    except BrokenPipeError:
+      # The reader went away (`... | head`): nothing to report. Python's
+      # recipe: stdout to devnull, so that its flush at exit cannot fail.
+      os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+      sys.exit(FAILURE_EXIT_CODE)
   app.run(wrapped, flags_parser=_parse_flags)
+
+
+def _is_remote(path: str) -> bool:
+  """gs:// and other remote paths: checked by the file system on writing."""
+  return '://' in path
+
+
+def _nearest_existing(path: str) -> str:
+  """The absolute `path`, or its closest ancestor that exists."""
+  path = os.path.abspath(path)
+  while not os.path.lexists(path):  # Ends at the root at the latest.
+    path = os.path.dirname(path)
+  return path
+
+
+def check_output_dir(flag: str, path: str) -> None:
+  """Checks that a local directory flag can be created and written.
+
+  Checked before any work starts, so that a bad path is a one-line usage
+  error and nothing is written. Remote paths are left to the file system.
+
+  Args:
+    flag: the flag's name, for the message.
+    path: its value.
+
+  Raises:
+    UsageError: if `path` or an ancestor is a file, or the nearest existing
+      directory is not writable.
+  """
+  if _is_remote(path):
+    return
+  existing = _nearest_existing(path)
+  if not os.path.isdir(existing):
+    raise UsageError(f'--{flag}={path}: {existing} is a file, not a '
+                     'directory')
+  if not os.access(existing, os.W_OK | os.X_OK):
+    raise UsageError(f'--{flag}={path}: directory {existing} is not '
+                     'writable')
+
+
+def check_output_file(flag: str, path: str) -> None:
+  """Checks that a local file flag names a file that can be written.
+
+  Args:
+    flag: the flag's name, for the message.
+    path: its value: a local path whose directory exists.
+
+  Raises:
+    UsageError: if `path` is remote or a directory, or its directory is
+      missing, a file or not writable.
+  """
+  if _is_remote(path):
+    raise UsageError(f'--{flag}={path}: must be a local file')
+  if os.path.isdir(path):
+    raise UsageError(f'--{flag}={path} is a directory, not a file')
+  directory = os.path.dirname(os.path.abspath(path))
+  existing = _nearest_existing(directory)
+  if not os.path.isdir(existing):
+    raise UsageError(f'--{flag}={path}: {existing} is a file, not a '
+                     'directory')
+  if existing != directory:
+    raise UsageError(f'--{flag}={path}: directory {directory} does not exist')
+  if not os.access(directory, os.W_OK | os.X_OK):
+    raise UsageError(f'--{flag}={path}: directory {directory} is not '
+                     'writable')
+
+
+@contextlib.contextmanager
+def atomic_output_file(path: str) -> Iterator[str]:
+  """Yields a temporary name for `path`; renames it into place on success.
+
+  A failure or a kill leaves `path` as it was: an earlier file is replaced
+  only by a complete new one. The temporary name lies next to `path` (the
+  same file system, so the rename is atomic) and keeps its extension, which
+  writers such as matplotlib read the format from.
+
+  Args:
+    path: the local file to write.
+
+  Yields:
+    The name to write instead of `path`.
+  """
+  directory, name = os.path.split(path)
+  root, extension = os.path.splitext(name)
+  temporary = os.path.join(directory,
+                           f'.{root}.tmp{os.getpid()}{extension}')
+  try:
+    yield temporary
+    os.replace(temporary, path)
+  finally:
+    if os.path.lexists(temporary):
+      os.remove(temporary)

@@ -17,19 +17,28 @@ import sys
 from typing import Any, Dict, Optional
 
 if __package__ in (None, ''):
+  # Run as a file (python bin/search.py): the tools are package `bin` of the
+  # source tree. Installed, they are package `tunas_search_cli`.
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
+  __package__ = 'bin'  # pylint: disable=redefined-builtin
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+# First, before anything imports TensorFlow: keeps its start-up quiet.
+from . import _quiet  # pylint: disable=unused-import
 from absl import flags
 
 import search_spaces
-from bin import cli
+from . import cli
 from tunas_search import architecture
 from tunas_search import cost_models
 from tunas_search import schema
 
 FORMATS = ('text', 'json')
+# The smallest input the tools take: tunas_search.data.MIN_IMAGE_SIZE (28,
+# MNIST-sized), repeated because importing tunas_search.data loads
+# TensorFlow, which this tool otherwise never needs.
+MIN_IMAGE_SIZE = 28
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -47,8 +56,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       'of a space).', flag_values=flag_values)
   flags.DEFINE_integer('num_classes', 1000, 'Classifier outputs.',
                        lower_bound=1, flag_values=flag_values)
-  flags.DEFINE_integer('image_size', 224, 'Input height and width.',
-                       lower_bound=1, flag_values=flag_values)
+  flags.DEFINE_integer('image_size', 224, 'Input height and width '
+                       f'({MIN_IMAGE_SIZE} or more).', flag_values=flag_values)
   flags.DEFINE_integer('input_channels', 3, 'Input channels.', lower_bound=1,
                        flag_values=flag_values)
   flags.DEFINE_string('format', 'text', 'Output format: ' +
@@ -75,13 +84,19 @@ def describe(space_name: str, indices: Optional[str] = None,
     input_channels: input channels.
 
   Returns:
-    A JSON-serialisable dict: search_space, indices, block_string, params,
-    madds, num_decisions, log10_space_size and `cost/<name>` for every
-    applicable cost model.
+    A JSON-serialisable dict: search_space, architecture (the architecture
+    string), indices (its list of ints), block_string, params, madds,
+    num_decisions, log10_space_size and `cost/<name>` for every applicable
+    cost model. `architecture` and `indices` mean what they mean in
+    analyze_search's JSON.
 
   Raises:
-    cli.UsageError: unknown space, or indices that do not fit it.
+    cli.UsageError: unknown space, indices that do not fit it, or an image
+      size below MIN_IMAGE_SIZE.
   """
+  if image_size < MIN_IMAGE_SIZE:
+    raise cli.UsageError(f'--image_size={image_size} is too small; valid: '
+                         f'{MIN_IMAGE_SIZE} or more')
   space = cli.get_or_usage(search_spaces.get, space_name)
   spec = space.spec()
   try:
@@ -99,7 +114,8 @@ def describe(space_name: str, indices: Optional[str] = None,
   block_string = getattr(architecture, 'block_string', None)
   return {
       'search_space': space.name,
-      'indices': architecture.format_indices(chosen),
+      'architecture': architecture.format_indices(chosen),
+      'indices': [int(i) for i in chosen],
       'block_string': (block_string(architecture.prune(spec, chosen))
                        if block_string else None),
       'params': int(round(costs['cost/params'])),
@@ -142,7 +158,7 @@ def format_text(info: Dict[str, Any]) -> str:
   """A readable multi-line summary of `describe()`'s result."""
   lines = [
       f'search space   {info["search_space"]}',
-      f'architecture   {info["indices"]}',
+      f'architecture   {info["architecture"]}',
       f'block string   {info["block_string"]}',
       f'decisions      {info["num_decisions"]} '
       f'(10^{info["log10_space_size"]:.1f} architectures)',
@@ -177,7 +193,8 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
                   image_size=f.image_size, input_channels=f.input_channels)
   if f.measure_latency:
     info.update(measure_latency(
-        info['search_space'], info['indices'], num_classes=f.num_classes,
+        info['search_space'], info['architecture'],
+        num_classes=f.num_classes,
         image_size=f.image_size, input_channels=f.input_channels,
         runs=f.latency_runs))
   print(json.dumps(info, indent=2) if f.format == 'json'

@@ -8,7 +8,8 @@
 The SavedModel's serving signature takes float32 images [N, S, S, C] already
 normalised like the input pipeline ((x / 255 - mean) / std per channel;
 export_info.json records S, C, mean and std) and returns logits and
-probabilities.
+probabilities. A re-export replaces the earlier one atomically: a failure
+leaves it as it was.
 """
 
 import dataclasses
@@ -17,13 +18,19 @@ import os
 import sys
 
 if __package__ in (None, ''):
+  # Run as a file (python bin/search.py): the tools are package `bin` of the
+  # source tree. Installed, they are package `tunas_search_cli`.
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
+  __package__ = 'bin'  # pylint: disable=redefined-builtin
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+# First, before anything imports TensorFlow: keeps its start-up quiet.
+from . import _quiet  # pylint: disable=unused-import
 from absl import flags
+from absl import logging
 
-from bin import cli
+from . import cli
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -46,12 +53,19 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   f = flag_values
   if not f.model_dir:
     raise cli.UsageError('--model_dir is required')
+  if f.export_dir:
+    cli.check_output_dir('export_dir', f.export_dir)
   from tunas_search import export  # pylint: disable=g-import-not-at-top
   try:
     result = export.export_run(f.model_dir, f.export_dir, f.checkpoint,
                                tflite=f.tflite)
   except export.ExportError as e:
     raise cli.UsageError(str(e)) from None
+  except export.ExportFailedError as e:
+    cli.fail(f'{e}; the earlier export, if any, is unchanged',
+             exit_code=cli.FAILURE_EXIT_CODE)
+  logging.info('Exported step %d of %s to %s', result.global_step,
+               result.checkpoint, result.export_dir)
   print(json.dumps(dataclasses.asdict(result), indent=2, sort_keys=True))
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Samples uniformly random architectures inside a cost window.
 
-The random-search baseline of the TuNAS paper (SPEC.md section 7):
+The random-search baseline of the TuNAS paper (docs/method.md section 7):
 
   python bin/sample_random.py --search_space=proxylessnas_search \\
       --min_cost=83 --max_cost=85 --num_samples=5 --seed=0
@@ -18,14 +18,19 @@ import os
 import sys
 
 if __package__ in (None, ''):
+  # Run as a file (python bin/search.py): the tools are package `bin` of the
+  # source tree. Installed, they are package `tunas_search_cli`.
   sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
       __file__))))
+  __package__ = 'bin'  # pylint: disable=redefined-builtin
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+# First, before anything imports TensorFlow: keeps its start-up quiet.
+from . import _quiet  # pylint: disable=unused-import
 from absl import flags
 
 import search_spaces
-from bin import cli
+from . import cli
 from tunas_search import cost_models
 from tunas_search import random_search
 

@@ -2,7 +2,8 @@
 
 Each entry knows its model spec, its default architecture (the reference net
 itself, or the largest network of a space), the Pixel-1 latency model it can
-be scored with, and the default latency target of a search in it.
+be scored with, the default latency target of a search in it and whether it
+trains in bfloat16 by default.
 """
 
 import dataclasses
@@ -27,7 +28,10 @@ class SearchSpace:
       None for a search space.
     pixel1_model: key of the Pixel-1 latency model for `spec_fn()`, or None.
     default_cost_target: default latency target in simulated Pixel-1 ms
-      (SPEC.md section 5).
+      (docs/method.md section 5).
+    default_use_bfloat16: what `--use_bfloat16=auto` resolves to. As in the
+      original TuNAS, True only for mobilenet_v3_like_search (docs/method.md
+      section 2).
     description: one line for `--help` and reports.
   """
   name: str
@@ -35,6 +39,7 @@ class SearchSpace:
   reference_indices: Optional[Callable[[], Sequence[int]]] = None
   pixel1_model: Optional[str] = None
   default_cost_target: Optional[float] = None
+  default_use_bfloat16: bool = False
   description: str = ''
 
   @property
@@ -72,6 +77,7 @@ _add(SearchSpace(
 _add(SearchSpace(
     'mobilenet_v3_like_search', mobilenet_v3_like.mobilenet_v3_like_search,
     pixel1_model='mobilenet_v3_like_search', default_cost_target=57.0,
+    default_use_bfloat16=True,
     description='MobileNetV3-like space: adds squeeze-excite and widths '
                 '(~10^43)'))
 _add(SearchSpace(
@@ -106,6 +112,21 @@ def get(name: str) -> SearchSpace:
 def names() -> list:
   """All registered names."""
   return REGISTRY.names()
+
+
+def default_use_bfloat16(name: str) -> bool:
+  """What `--use_bfloat16=auto` resolves to for `name`.
+
+  Args:
+    name: a registered space or reference net; any other name (one a test
+      search recorded) resolves to False.
+  """
+  return name in REGISTRY and REGISTRY.get(name).default_use_bfloat16
+
+
+def bfloat16_names() -> list:
+  """Names whose `--use_bfloat16=auto` means bfloat16."""
+  return REGISTRY.filter(lambda _, s: s.default_use_bfloat16)
 
 
 def search_space_names() -> list:

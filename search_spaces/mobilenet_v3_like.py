@@ -1,7 +1,7 @@
 """The MobileNetV3-like TuNAS space and MobileNetV3-Large in the same family.
 
-Layout: SPEC.md section 3 and COST_MODEL.md section 6.2. MobileNetV3-Large:
-Howard et al. 2019, Table 1, encoded as in COST_MODEL.md section 8.4 but with
+Layout: docs/method.md section 3 and docs/cost_models.md MobileNetV3-Large:
+Howard et al. 2019, Table 1, encoded as in docs/cost_models.md but with
 its exact widths (112, 960) and expansions (x2.5, x2.3) as fixed choices.
 """
 
@@ -15,7 +15,7 @@ from tunas_search.specs import (Activation, Block, Conv, ConvTower,
                                 SeparableConv, Zero)
 from search_spaces.proxylessnas import width_choices
 
-# Stem, five stages, two head convs (SPEC.md section 3).
+# Stem, five stages, two head convs (docs/method.md section 3).
 BASE_FILTERS = (16, 16, 32, 64, 128, 256, 512, 1024)
 STAGE_STRIDES = (2, 2, 2, 1, 2)
 STAGE_ACTIVATIONS = ('relu', 'relu', 'swish6', 'swish6', 'swish6')

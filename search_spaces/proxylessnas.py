@@ -1,7 +1,7 @@
 """The two ProxylessNAS-based TuNAS spaces and the reference nets they contain.
 
-Layout: SPEC.md section 3 and COST_MODEL.md section 6.1. Reference
-architectures: COST_MODEL.md section 8 (op codes from the TuNAS model
+Layout: docs/method.md section 3 and docs/cost_models.md Reference
+architectures: docs/cost_models.md (op codes from the TuNAS model
 archive; ProxylessNAS-Mobile from Cai et al. 2019, MobileNetV2 from Sandler
 et al. 2018, MnasNet-B1 from Tan et al. 2019).
 """
@@ -15,7 +15,7 @@ from tunas_search.specs import (Activation, Block, Conv, ConvTower,
                                 FilterMultiplier, GlobalAveragePool, Residual,
                                 SeparableConv, Zero, scale_filters)
 
-# Width multipliers of the enlarged space (SPEC.md section 3).
+# Width multipliers of the enlarged space (docs/method.md section 3).
 WIDTH_MULTIPLIERS = (0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)
 # ProxylessNAS-Mobile's widths, stem to head: the fixed widths of
 # proxylessnas_search.
@@ -27,13 +27,13 @@ EXPANSIONS = (3.0, 6.0)
 
 
 def width_choices(base: int, multipliers: Sequence[float] = WIDTH_MULTIPLIERS):
-  """Sorted, de-duplicated `scale_filters(base, m)` (COST_MODEL.md 6)."""
+  """Sorted, de-duplicated `scale_filters(base, m)` (docs/cost_models.md)."""
   return tuple(sorted({scale_filters(base, m) for m in multipliers}))
 
 
 def bneck(strides: int) -> OneOf:
   """The collapsed bottleneck op: one bottleneck with searched kernel and
-  expansion, as a single-choice op decision (COST_MODEL.md section 5)."""
+  expansion, as a single-choice op decision (docs/cost_models.md)."""
   return OneOf([DepthwiseBottleneck(
       kernel_size=OneOf(KERNEL_SIZES, schema.OP),
       expansion_filters=OneOf([FilterMultiplier(e) for e in EXPANSIONS],
@@ -88,7 +88,7 @@ def proxylessnas_enlarged_search() -> ConvTower:
       [OneOf(width_choices(b), schema.FILTERS) for b in ENLARGED_BASE_FILTERS])
 
 
-# Reference nets as 22 op codes (COST_MODEL.md section 8.1): the block-1
+# Reference nets as 22 op codes (docs/cost_models.md): the block-1
 # separable-conv kernel index, then one code per bottleneck where code j < 6
 # is kernel KERNEL_SIZES[j % 3] with expansion EXPANSIONS[j // 3] and 6 = skip.
 PROXYLESSNAS_MOBILE_CODES = (0, 1, 0, 6, 6, 2, 0, 1, 1, 5, 1, 1, 1, 4, 1, 1, 1,
@@ -106,7 +106,7 @@ def indices_from_codes(codes: Sequence[int],
                        filter_indices: Sequence[int]) -> Tuple[int, ...]:
   """Expands op codes and per-block width indices into 73 indices.
 
-  Index order follows COST_MODEL.md section 7.1: each bottleneck gives
+  Index order follows docs/cost_models.md: each bottleneck gives
   (kernel, expansion, op) and each block ends with its width index.
   """
   codes = list(codes)
@@ -137,12 +137,12 @@ def proxylessnas_mobile_indices() -> Tuple[int, ...]:
 
 
 def mobilenet_v2_indices() -> Tuple[int, ...]:
-  """MobileNetV2 in proxylessnas_enlarged_search (COST_MODEL.md 8.3)."""
+  """MobileNetV2 in proxylessnas_enlarged_search (docs/cost_models.md)."""
   return indices_from_codes(MOBILENET_V2_CODES,
                             enlarged_filter_indices(MOBILENET_V2_FILTERS))
 
 
 def mnasnet_b1_indices() -> Tuple[int, ...]:
-  """MnasNet-B1 in proxylessnas_enlarged_search (COST_MODEL.md 8.3)."""
+  """MnasNet-B1 in proxylessnas_enlarged_search (docs/cost_models.md)."""
   return indices_from_codes(MNASNET_B1_CODES,
                             enlarged_filter_indices(MNASNET_B1_FILTERS))

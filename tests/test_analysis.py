@@ -1,4 +1,4 @@
-"""Tests for tunas_search.analysis on a synthetic search model dir."""
+"""Tests for tunas_search.analysis and report on a synthetic search model dir."""
 
 import csv
 import io
@@ -15,6 +15,7 @@ from tunas_search import analysis
 from tunas_search import architecture
 from tunas_search import controller
 from tunas_search import cost_models
+from tunas_search import report
 from tunas_search import schema
 from tunas_search import serialization
 from tunas_search.config import SearchConfig
@@ -108,6 +109,9 @@ def test_latest_checkpoint_gives_argmax_and_softmax(search_dir):
   assert len(result.decisions) == len(decisions) == 73
   for report, d, v in zip(result.decisions, decisions, values):
     softmax = np.exp(v - v.max()) / np.exp(v - v.max()).sum()
+    # The logits are float32 (checkpoint and events): the two softmaxes may
+    # round differently in float32, a few ulps (6e-8 each): rtol=1e-6 here
+    # and in the tests below.
     np.testing.assert_allclose(report.probabilities, softmax, rtol=1e-6)
     assert report.path == d.path and report.tag_name == d.tag_name
   assert result.block_string == architecture.block_string(
@@ -157,7 +161,7 @@ def test_read_scalars_uses_tensorboard_reader(search_dir):
 
 def test_formats(search_dir):
   result = analysis.analyze(search_dir[0])
-  data = json.loads(analysis.format_json(result))
+  data = json.loads(report.format_json(result))
   assert data['search_space'] == SPACE and data['step'] == 30
   assert data['architecture'] == result.architecture
   assert data['indices'] == result.indices
@@ -165,15 +169,27 @@ def test_formats(search_dir):
   assert data['decisions'][5]['choice'] == result.indices[5]
   assert set(data['decisions'][5]) == {'index', 'path', 'tag_name',
                                        'probabilities', 'choice'}
-  rows = list(csv.DictReader(io.StringIO(analysis.format_csv(result))))
+  rows = list(csv.DictReader(io.StringIO(report.format_csv(result))))
   assert len(rows) == 1
   assert rows[0]['architecture'] == result.architecture
   assert float(rows[0]['cost/madds']) == result.costs['madds']
-  text = analysis.format_text(result)
+  text = report.format_text(result)
   assert result.architecture in text and result.block_string in text
   assert f'{result.costs["pixel1_latency"]:.4g} ms' in text
   assert f'{result.costs["params"]:,.0f} params' in text
   assert len(text.splitlines()) == 3 + 3 + 2 + 73
+
+
+def test_summary_names_the_result_and_what_next(search_dir):
+  result = analysis.analyze(search_dir[0])
+  lines = report.format_summary(result, '/x/search_result.json').splitlines()
+  assert lines[0] == f'Search at step 30 in {search_dir[0]}'
+  assert lines[1] == f'  architecture: {result.architecture}'
+  assert lines[3] == (f'  costs:        madds={result.costs["madds"]:.4g}, '
+                      f'params={result.costs["params"]:.4g}, '
+                      f'pixel1_latency={result.costs["pixel1_latency"]:.4g}')
+  assert lines[4] == '  details:      /x/search_result.json'
+  assert lines[-1].endswith(f'--model_dir={search_dir[0]}')
 
 
 def test_plot_without_matplotlib_fails_clearly(search_dir, monkeypatch,
@@ -181,7 +197,7 @@ def test_plot_without_matplotlib_fails_clearly(search_dir, monkeypatch,
   # The drawing itself is exercised by tests/bin/test_analyze_search.py.
   monkeypatch.setitem(sys.modules, 'matplotlib', None)  # Import fails.
   with pytest.raises(analysis.AnalysisError, match='needs matplotlib'):
-    analysis.plot_history(str(tmp_path / 'x.png'), search_dir[1], {})
+    report.plot_history(str(tmp_path / 'x.png'), search_dir[1], {})
   assert not (tmp_path / 'x.png').exists()
 
 

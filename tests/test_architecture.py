@@ -1,5 +1,7 @@
 """Tests for architecture strings, pruning and block strings."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -40,7 +42,7 @@ def test_pruned_spec_has_no_decisions_left():
 
 
 def test_proxylessnas_mobile_matches_the_published_encoding():
-  # COST_MODEL.md section 8.2.
+  # docs/cost_models.md
   expected = ('0:0:0:1:0:0:0:0:0:0:0:1:0:0:1:0:2:0:0:0:0:0:1:0:0:1:0:0:0:2:1:'
               '0:1:0:0:1:0:0:1:0:0:0:1:1:0:1:0:0:1:0:0:1:0:0:0:2:1:0:2:1:0:2:'
               '0:0:2:0:0:0:2:1:0:0:0')
@@ -49,7 +51,7 @@ def test_proxylessnas_mobile_matches_the_published_encoding():
 
 
 def test_reference_filter_indices_match_cost_model_doc():
-  # COST_MODEL.md section 8.3: width positions of the enlarged space.
+  # docs/cost_models.md: width positions of the enlarged space.
   positions = (0, 2, 15, 28, 41, 54, 67, 71, 72)
   v2 = search_spaces.get('mobilenet_v2').default_indices()
   mnas = search_spaces.get('mnasnet_b1').default_indices()
@@ -120,3 +122,152 @@ def test_with_indices_attaches_one_hot_masks():
   masks = [d.oneof.mask for d in schema.decisions(masked)]
   np.testing.assert_array_equal(masks[0], [0, 1])
   np.testing.assert_array_equal(masks[1], [0, 0, 1])
+
+
+def test_empty_architecture_string_has_no_indices():
+  assert architecture.parse_indices('') == []
+  assert architecture.parse_indices('  ') == []
+  assert architecture.parse_indices(' 1 : 2 ') == [1, 2]
+
+
+_PRUNE_FIRST = ('block strings need a pruned spec (no OneOf); call '
+                'architecture.prune first')
+
+
+def _full_match(message):
+  return f'^{re.escape(message)}$'
+
+
+def test_block_string_of_an_unpruned_spec_is_refused():
+  tower = specs.ConvTower((specs.Block((specs.Conv(3),),
+                                       schema.OneOf([8, 16], schema.FILTERS)),))
+  with pytest.raises(architecture.ArchitectureError,
+                     match=_full_match(_PRUNE_FIRST)):
+    architecture.block_string(tower)
+  tower = specs.ConvTower((specs.Block(
+      (schema.OneOf([specs.Conv(3), specs.Zero()], schema.OP),), 8),))
+  with pytest.raises(architecture.ArchitectureError,
+                     match=_full_match(_PRUNE_FIRST)):
+    architecture.block_string(tower)
+
+
+def test_block_string_of_a_record_without_a_token():
+  tower = specs.ConvTower((specs.Block((specs.FilterMultiplier(2.0),), 8),))
+  with pytest.raises(architecture.ArchitectureError, match=_full_match(
+      'no block-string form for FilterMultiplier')):
+    architecture.block_string(tower)
+
+
+def test_every_layer_token_round_trips():
+  # Everything the TuNAS spaces do not use: another filters base, strided
+  # separable convs, non-default activations, a conv without BN.
+  tower = specs.ConvTower((
+      specs.Block((specs.Conv(3, 2, use_batch_norm=False),
+                   specs.Activation('swish6'),
+                   specs.SeparableConv(5, 2, 'relu6')), 12),
+      specs.Block((specs.Residual(specs.DepthwiseBottleneck(
+          7, specs.FilterMultiplier(2.5), True, 2, 'swish6', 'relu6',
+          'identity')),
+                   specs.DepthwiseBottleneck(3, specs.FilterMultiplier(1.0)),
+                   specs.Residual(specs.Zero()), specs.DetectionEndpoint(),
+                   specs.GlobalAveragePool()), 20),
+  ), filters_base=4)
+  text = ('base4; 12: conv3_s2_nobn, swish6, sep5_s2_relu6 | '
+          '20: +ib_k7_e2.5_s2_swish6_se_sei-relu6_seg-identity, ib_k3_e1_relu, '
+          '+skip, endpoint, gap')
+  assert architecture.block_string(tower) == text
+  assert architecture.parse_block_string(text) == tower
+  assert architecture.parse_block_string(
+      '8: ib_k3_e6_relu_seg-relu') == specs.ConvTower((specs.Block((
+          specs.DepthwiseBottleneck(3, specs.FilterMultiplier(6.0),
+                                    se_gating_activation='relu'),), 8),))
+
+
+def test_base_prefix_needs_its_semicolon():
+  # Without ';' the text is a block list, and 'base8' is no filter count.
+  with pytest.raises(architecture.ArchitectureError,
+                     match="^malformed block 'base8: conv3'"):
+    architecture.parse_block_string('base8: conv3')
+  assert architecture.parse_block_string('base16; 32: conv3').filters_base == 16
+  assert architecture.parse_block_string('32: conv3').filters_base == 8
+
+
+_BLOCK_FORMAT = 'expected "<filters>: <layer>, <layer>, ..."'
+_IB_FORMAT = 'expected ib_k<kernel>_e<expansion>[_s<stride>]_<act>'
+
+
+@pytest.mark.parametrize('text, message', [
+    ('32 conv3', f"malformed block '32 conv3'; {_BLOCK_FORMAT}"),
+    ('x: conv3', f"malformed block 'x: conv3'; {_BLOCK_FORMAT}"),
+    ('32', f"malformed block '32'; {_BLOCK_FORMAT}"),
+    ('8: conv3 | 16 conv1', f"malformed block '16 conv1'; {_BLOCK_FORMAT}"),
+    ('8: conv3: x', "malformed layer token 'conv3: x': invalid literal for "
+                    "int() with base 10: '3: x'"),
+    ('8: conv3_s2_bn', "malformed conv token 'conv3_s2_bn'"),
+    ('8: sep3_s2', "malformed separable-conv token 'sep3_s2'"),
+    ('8: sep3_relu_relu', "malformed separable-conv token 'sep3_relu_relu'"),
+    ('8: ib_k3', f"malformed bottleneck token 'ib_k3'; {_IB_FORMAT}"),
+    ('8: ib_x3_e6_relu',
+     f"malformed bottleneck token 'ib_x3_e6_relu'; {_IB_FORMAT}"),
+    ('8: ib_k3_x6_relu',
+     f"malformed bottleneck token 'ib_k3_x6_relu'; {_IB_FORMAT}"),
+    ('8: ib_k3_e6_s2', "bottleneck token 'ib_k3_e6_s2' has no activation"),
+    ('8: ib_k3_e6_relu_fast', "unknown flag 'fast' in 'ib_k3_e6_relu_fast'; "
+                              'valid: se, sei-<act>, seg-<act>'),
+    ('8: ib_kx_e6_relu', "malformed layer token 'ib_kx_e6_relu': invalid "
+                         "literal for int() with base 10: 'x'"),
+    ('8: warp', "unknown layer token 'warp'; valid: conv.., sep.., ib_.., "
+                'skip, gap, endpoint, +<layer>, relu, relu6, swish6, '
+                'sigmoid, identity'),
+])
+def test_block_string_errors_name_the_bad_part(text, message):
+  with pytest.raises(architecture.ArchitectureError,
+                     match=_full_match(message)):
+    architecture.parse_block_string(text)
+
+
+def test_largest_of_a_decision_with_only_skips_is_0():
+  spec = [schema.OneOf([specs.Zero(), specs.Zero()], schema.OP),
+          schema.OneOf([specs.Zero(), specs.Conv(3), specs.Conv(5),
+                        specs.Zero()], schema.OP)]
+  assert architecture.largest(spec) == [0, 2]
+
+
+def test_one_hot_masks_are_float32():
+  spec = [schema.OneOf([1, 2, 3], schema.OP)]
+  (mask,) = architecture.one_hot_masks(spec, [2])
+  assert mask.dtype == np.float32 and mask.tolist() == [0.0, 0.0, 1.0]
+
+
+def test_only_the_first_semicolon_ends_the_base_prefix():
+  with pytest.raises(architecture.ArchitectureError, match=_full_match(
+      "malformed layer token 'conv3; relu': invalid literal for int() with "
+      "base 10: '3; relu'")):
+    architecture.parse_block_string('base4; 8: conv3; relu')
+
+
+def test_widest_index_compares_values_not_positions():
+  def widest(choices):
+    (d,) = schema.decisions([schema.OneOf(choices, schema.FILTERS)])
+    return architecture.widest_index(d)
+  assert widest([16, 32, 8]) == 1
+  assert widest([2.5, 1.0]) == 0
+  assert widest([specs.FilterMultiplier(3.0), specs.FilterMultiplier(6.0),
+                 specs.FilterMultiplier(1.0)]) == 1
+  assert widest([8, 16, 16]) == 1  # The first of equal widths.
+  assert widest([4]) == 0
+
+
+@pytest.mark.parametrize('bad', ['a', True, None])
+def test_widest_index_refuses_choices_without_a_width(bad):
+  (d,) = schema.decisions({'w': schema.OneOf([8, bad], schema.FILTERS)})
+  with pytest.raises(ValueError, match=_full_match(
+      f'decision w: cannot compare the width of choice {bad!r}; expected an '
+      'int or FilterMultiplier')):
+    architecture.widest_index(d)
+
+
+def test_malformed_base_prefix_is_an_architecture_error():
+  with pytest.raises(architecture.ArchitectureError,
+                     match="malformed prefix 'basex'"):
+    architecture.parse_block_string('basex; 8: conv3')

@@ -11,6 +11,10 @@ from tunas_search.registry import UnknownNameError
 def _eval(terms):
   return [float(t) for t in terms]
 
+# The rewards are float32 tensors (relative rounding 6e-8 per op); a bare
+# pytest.approx (rel=1e-6) allows a few such roundings against the float64
+# hand computations throughout this file.
+
 
 def test_registry_names_and_unknown_name():
   assert rewards.REGISTRY.names() == ['abs', 'mnas', 'mnas_hard']
@@ -71,6 +75,8 @@ def test_ema_baseline_debiased_after_three_updates():
       sess.run(tf.compat.v1.global_variables_initializer())
       got = [float(sess.run(estimate, {value: v})) for v in (1.0, 2.0, 3.0)]
   # By hand: ema = 0.05, 0.1475, 0.290125; 1 - m^t = 0.05, 0.0975, 0.142625.
+  # float32 in graph: float32(0.95) is off by 1.2e-8, which 1 - 0.95^t turns
+  # into 2.4e-7 relative at t = 1 (and the ratios compound): rtol=1e-5.
   np.testing.assert_allclose(
       got, [1.0, 0.1475 / 0.0975, 0.290125 / 0.142625], rtol=1e-5)
 

@@ -9,7 +9,7 @@ from tunas_search import schema
 
 
 @pytest.mark.parametrize('name, decisions, log10_size', [
-    # SPEC.md section 3: ~10^21, ~10^28, ~10^43; COST_MODEL.md section 3.
+    # docs/method.md section 3: ~10^21, ~10^28, ~10^43; docs/cost_models.md
     ('proxylessnas_search', 73, 21.3),
     ('proxylessnas_enlarged_search', 73, 28.1),
     ('mobilenet_v3_like_search', 86, 42.9),
@@ -21,7 +21,7 @@ def test_space_sizes(name, decisions, log10_size):
 
 
 def test_paths_match_the_published_index_tables():
-  # COST_MODEL.md Appendix A, spot checks.
+  # docs/cost_models.md, spot checks.
   pl = schema.decisions(search_spaces.get('proxylessnas_search').spec())
   assert pl[8].path == 'blocks/2/layers/1/layer'
   assert pl[68].path == 'blocks/7/layers/0/choices/0/kernel_size'
@@ -34,7 +34,7 @@ def test_paths_match_the_published_index_tables():
 
 
 def test_enlarged_width_choices():
-  # COST_MODEL.md section 6.1.
+  # docs/cost_models.md
   d = schema.decisions(
       search_spaces.get('proxylessnas_enlarged_search').spec())
   assert d[28].oneof.choices == (16, 24, 32, 40, 48, 64)
@@ -65,3 +65,11 @@ def test_registry_partitions_spaces_and_references():
       'proxylessnas_search']
   assert set(search_spaces.reference_names()) == {
       'mnasnet_b1', 'mobilenet_v2', 'mobilenet_v3_large', 'proxylessnas_mobile'}
+
+
+def test_bfloat16_by_default_only_for_mobilenet_v3_like_search():
+  # docs/method.md section 2: the original's use_bfloat16=auto.
+  assert search_spaces.bfloat16_names() == ['mobilenet_v3_like_search']
+  assert search_spaces.default_use_bfloat16('mobilenet_v3_like_search')
+  assert not search_spaces.default_use_bfloat16('proxylessnas_search')
+  assert not search_spaces.default_use_bfloat16('tiny')  # Not registered.

@@ -1,6 +1,7 @@
 """Tests for the TPU helpers' CPU paths and summary packing."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow.python.ops import summary_ops_v2  # pylint: disable=g-direct-tensorflow-import
 
@@ -72,3 +73,41 @@ def test_checkpoint_logger_logs_the_step(monkeypatch):
                       lambda fmt, *args: messages.append(fmt % args))
   tpu.CheckpointLogger().after_save(None, 120)
   assert messages == ['Saved checkpoint at step 120']
+
+
+@pytest.mark.parametrize('steps_per_run, total, expected', [
+    (1, 100, (7, 7)),  # CPU: one step a run.
+    (3, 100, (7, 9)),  # TPU: one host loop a run.
+    (3, 8, (7, 8)),  # The last host loop stops at the total.
+])
+def test_step_tracker_names_the_steps_of_the_run_that_failed(
+    steps_per_run, total, expected):
+  with tf.Graph().as_default():
+    step = tf1.train.get_or_create_global_step()
+    train = step.assign_add(steps_per_run)
+    with tf.control_dependencies([train]):
+      # NaN once the run has gone past step 6, like a diverged model.
+      loss = tf.where(step.read_value() > 6, float('nan'), 1.0)
+    tracker = tpu.StepTracker(steps_per_run, total)
+    with pytest.raises(tf1.train.NanLossDuringTrainingError):
+      with tf1.train.MonitoredSession(
+          hooks=[tracker, tf1.train.NanTensorHook(loss)]) as sess:
+        while True:
+          sess.run(train)
+  assert tracker.last_run_steps == expected
+
+
+def test_step_tracker_counts_from_a_restored_step():
+  with tf.Graph().as_default():
+    step = tf1.train.get_or_create_global_step()
+    train = step.assign_add(1)
+    restore = step.assign(40)  # Stands in for restoring a checkpoint.
+    tracker = tpu.StepTracker(steps_per_run=1, total_steps=100)
+    scaffold = tf1.train.Scaffold(
+        init_fn=lambda scaffold, sess: sess.run(restore))
+    with tf1.train.MonitoredSession(
+        session_creator=tf1.train.ChiefSessionCreator(scaffold=scaffold),
+        hooks=[tracker]) as sess:
+      sess.run(train)
+      sess.run(train)
+  assert tracker.last_run_steps == (42, 42)

@@ -42,16 +42,18 @@ def make_config(model_dir='/tmp/unused', **overrides):
 def test_recipe_defaults_and_derived_values():
   c = make_config(max_steps=None, train_batch_size=4096,
                   num_train_examples=1_231_121)
-  # SPEC.md section 6: 0.165 x 4096/256, 2.5% warm-up, 90 epochs.
+  # docs/method.md section 6: 0.165 x 4096/256, 2.5% warm-up, 90 epochs. Decimal
+  # products in float64 (0.165 * 16 is not exactly 2.64): default rel=1e-6.
   assert c.scaled_model_learning_rate == pytest.approx(2.64)
   assert c.total_steps == 27_051  # ceil(90 * 1231121 / 4096)
   assert c.warmup_steps == 676
   assert c.weight_decay == 4e-5
   assert dataclasses.replace(c, use_bfloat16=True).weight_decay == 3e-5
-  assert c.effective_dropout_rate == 0.0  # Below 150 epochs (SPEC.md 7).
+  assert c.effective_dropout_rate == 0.0  # Below 150 epochs (docs/method.md section 7).
   assert dataclasses.replace(c, epochs=360).effective_dropout_rate == 0.2
   assert dataclasses.replace(c, dropout_rate=0.3).effective_dropout_rate == 0.3
   # max_steps counts as epochs too: 4 x 32 images of 10,000 is < 150 epochs.
+  # 128 / 10000 in float64: default rel=1e-6.
   assert make_config().total_epochs == pytest.approx(0.0128)
 
 

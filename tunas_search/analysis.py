@@ -2,14 +2,16 @@
 
 A search's model dir holds `config.json`, `model_spec.json`, checkpoints with
 the controller logits and TensorBoard events with every controller scalar and
-every logit (`rlpathlogits/<path>/<j>`, SPEC.md section 6). The final
-architecture is the argmax of each decision's logits (SPEC.md section 7),
+every logit (`rlpathlogits/<path>/<j>`, docs/method.md section 6). The final
+architecture is the argmax of each decision's logits (docs/method.md section 7),
 canonicalised so that equal networks get equal strings.
+
+This module reads and analyses; `report` renders its result as text, JSON
+and CSV. `plot_history` still lives here until its callers' tests move to
+`report` (a follow-up of issue 14).
 """
 
-import csv
 import dataclasses
-import io
 import json
 import logging as std_logging
 import math
@@ -24,15 +26,15 @@ from tunas_search import architecture
 from tunas_search import config as config_lib
 from tunas_search import controller
 from tunas_search import cost_models
+from tunas_search import model_dir as model_dir_lib
 from tunas_search import schema
 from tunas_search import serialization
 from tunas_search.config import SearchConfig
 
-FORMATS = ('text', 'json', 'csv')
 CHECKPOINT = 'checkpoint'
 EVENTS = 'events'
-COST_TAG = 'rlcontroller/estimated_cost'
-REWARD_TAG = 'rlcontroller/reward'
+COST_TAG = f'{controller.DEFAULT_SCOPE}/estimated_cost'
+REWARD_TAG = f'{controller.DEFAULT_SCOPE}/reward'
 
 # (step, value) pairs of one scalar summary, in step order.
 Series = List[Tuple[int, float]]
@@ -93,6 +95,10 @@ class Analysis:
     out.update({f'cost/{k}': v for k, v in sorted(self.costs.items())})
     return out
 
+  def to_json(self) -> str:
+    """`to_dict()` as indented JSON: search_result.json, `--format=json`."""
+    return json.dumps(self.to_dict(), indent=2)
+
 
 def load_search(model_dir: str) -> Tuple[SearchConfig, Any]:
   """Reads the config and model spec a search wrote at its start.
@@ -121,18 +127,14 @@ def load_search(model_dir: str) -> Tuple[SearchConfig, Any]:
   return config, spec
 
 
-def cost_context(config: SearchConfig) -> cost_models.CostContext:
-  """The context the search scored architectures in (as runner/search do)."""
-  return cost_models.CostContext(
-      space_name=config.cost_model_space or config.search_space,
-      image_size=config.image_size, num_classes=config.num_classes,
-      input_channels=config.input_channels)
-
-
 def estimated_costs(config: SearchConfig, model_spec: Any,
                     indices: Sequence[int]) -> Dict[str, float]:
-  """Every applicable cost model's estimate for one architecture."""
-  context = cost_context(config)
+  """Every applicable cost model's estimate for one architecture.
+
+  Scored in the context the search's step used (`cost_models.context_for`),
+  whatever its `cost_model`, `cost_models.NONE` included.
+  """
+  context = cost_models.context_for(config)
   return {name: float(cost_models.get(name).cost(model_spec, indices, context))
           for name in cost_models.applicable(context.space_name, model_spec)}
 
@@ -174,7 +176,7 @@ def read_scalars(model_dir: str, prefixes: Sequence[str] = ('rl',)
   for tag in filter(keep, tags.get(ea.TENSORS, [])):
     for event in accumulator.Tensors(tag):
       value = tensor_util.make_ndarray(event.tensor_proto)
-      if value.size == 1:
+      if value.size == 1 and value.dtype.kind in 'biuf':  # Not the layout.
         series.setdefault(tag, {})[int(event.step)] = float(value.reshape(()))
   for tag in filter(keep, tags.get(ea.SCALARS, [])):
     for event in accumulator.Scalars(tag):
@@ -260,6 +262,45 @@ def _pick_logits(model_dir: str, decisions: Sequence[schema.Decision],
   return chosen, source, None, logged[chosen]
 
 
+def _checkpoint_logits(checkpoint: str,
+                       decisions: Sequence[schema.Decision]) -> List[np.ndarray]:
+  """The controller logits of a checkpoint, checked against the model spec.
+
+  Raises:
+    AnalysisError: if the checkpoint cannot be read, or its logits do not
+      match `model_spec.json` (other decisions, or other choice counts).
+  """
+  try:
+    logits = controller.read_logit_values(checkpoint, decisions,
+                                          controller.DEFAULT_SCOPE)
+    stored = {name for name, _ in tf.train.list_variables(checkpoint)
+              if name.startswith(f'{controller.DEFAULT_SCOPE}/logits/')
+              # Optimizer slots (today's and tf.train.AdamOptimizer's).
+              and not name.endswith(('/adam_m', '/adam_v', '/Adam',
+                                     '/Adam_1'))}
+  except KeyError as e:
+    raise AnalysisError(
+        f'{config_lib.MODEL_SPEC_FILENAME} does not match checkpoint '
+        f'{checkpoint}: {e.args[0]}') from None
+  except tf.errors.OpError as e:
+    raise AnalysisError(f'cannot read checkpoint {checkpoint}: '
+                        f'{e.message.splitlines()[0]}') from None
+  expected = {controller.variable_name(d) for d in decisions}
+  extra = sorted(stored - expected)
+  if extra:
+    raise AnalysisError(
+        f'{config_lib.MODEL_SPEC_FILENAME} does not match checkpoint '
+        f'{checkpoint}: it has logits of {len(extra)} decision(s) the spec '
+        f'lacks, e.g. {extra[0]}')
+  for d, values in zip(decisions, logits):
+    if values.shape != (d.num_choices,):
+      raise AnalysisError(
+          f'{config_lib.MODEL_SPEC_FILENAME} does not match checkpoint '
+          f'{checkpoint}: decision {d.path} has {d.num_choices} choices in '
+          f'the spec and {values.size} logits in the checkpoint')
+  return logits
+
+
 def analyze(model_dir: str, step: Optional[int] = None,
             scalars: Optional[Dict[str, Series]] = None) -> Analysis:
   """The architecture a search prefers, its costs and the probabilities.
@@ -279,18 +320,15 @@ def analyze(model_dir: str, step: Optional[int] = None,
       its checkpoint does not match its model spec.
   """
   config, spec = load_search(model_dir)
+  try:  # Never report an older step because the newest one is damaged.
+    model_dir_lib.check(model_dir)
+  except model_dir_lib.ModelDirError as e:
+    raise AnalysisError(str(e)) from None
   decisions = schema.decisions(spec)
   found, source, checkpoint, logits = _pick_logits(model_dir, decisions, step,
                                                    scalars)
   if logits is None:
-    try:
-      logits = controller.read_logit_values(checkpoint, decisions,
-                                            controller.DEFAULT_SCOPE)
-    except KeyError as e:
-      raise AnalysisError(e.args[0]) from None
-    except tf.errors.OpError as e:
-      raise AnalysisError(f'cannot read checkpoint {checkpoint}: '
-                          f'{e.message.splitlines()[0]}') from None
+    logits = _checkpoint_logits(checkpoint, decisions)
   indices = architecture.canonicalize(spec, controller.argmax_indices(logits))
   probabilities = controller.probabilities(logits)
   return Analysis(
@@ -305,53 +343,6 @@ def analyze(model_dir: str, step: Optional[int] = None,
                  for d, probs, i in zip(decisions, probabilities, indices)])
 
 
-def _format_cost(value: float) -> str:
-  """`92.56` for milliseconds, `6,409,440` for counts."""
-  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.4g}'
-
-
-def format_text(result: Analysis) -> str:
-  """A readable report: architecture, costs and the probability table."""
-  where = result.checkpoint if result.source == CHECKPOINT else 'the events'
-  lines = [f'Search of {result.search_space} in {result.model_dir} at step '
-           f'{result.step} (logits from {where})',
-           f'architecture  {result.architecture}',
-           f'block string  {result.block_string}']
-  for name, value in sorted(result.costs.items()):
-    unit = cost_models.get(name).unit
-    lines.append(f'{"cost/" + name:<22}{_format_cost(value)} {unit}')
-  lines.append('')
-  lines.append(f'{"index":>5}  {"tag":<20}{"choice":>6}  '
-               f'{"probabilities":<44}path')
-  for d in result.decisions:
-    probs = ' '.join(f'{p:.3f}' for p in d.probabilities)
-    lines.append(f'{d.index:>5}  {d.tag_name:<20}{d.choice:>6}  '
-                 f'{probs:<44}{d.path}')
-  return '\n'.join(lines)
-
-
-def format_json(result: Analysis) -> str:
-  return json.dumps(result.to_dict(), indent=2)
-
-
-def format_csv(result: Analysis) -> str:
-  """One header row and one row: the summary fields and `cost/<name>`.
-
-  One row per search, so rows of several searches concatenate into a table;
-  the per-decision probabilities are in the json format.
-  """
-  row = {k: v for k, v in result.to_dict().items()
-         if k not in ('costs', 'decisions', 'indices')}
-  out = io.StringIO()
-  writer = csv.DictWriter(out, fieldnames=list(row), lineterminator='\n')
-  writer.writeheader()
-  writer.writerow(row)
-  return out.getvalue()
-
-
-FORMATTERS = {'text': format_text, 'json': format_json, 'csv': format_csv}
-
-
 def probability_history(scalars: Dict[str, Series],
                         decision: schema.Decision
                         ) -> Tuple[List[int], np.ndarray]:
@@ -360,65 +351,3 @@ def probability_history(scalars: Dict[str, Series],
   steps = sorted(logged)
   probs = [controller.probabilities(logged[s])[0] for s in steps]
   return steps, np.array(probs).reshape(len(steps), decision.num_choices)
-
-
-def plot_history(path: str, model_spec: Any, scalars: Dict[str, Series],
-                 title: str = '') -> None:
-  """Draws choice probabilities, estimated cost and reward over steps.
-
-  One small panel per decision with more than one choice, then one panel
-  each for `rlcontroller/estimated_cost` and `rlcontroller/reward`.
-
-  Args:
-    path: output image file (the format follows its extension, e.g. .png).
-    model_spec: the searched spec.
-    scalars: `read_scalars(model_dir)`.
-    title: figure title.
-
-  Raises:
-    AnalysisError: if matplotlib is not installed.
-  """
-  try:
-    import matplotlib  # pylint: disable=g-import-not-at-top
-    matplotlib.use('Agg')  # Files only: no display needed.
-    from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    raise AnalysisError('plotting needs matplotlib: pip install '
-                        '"tunas_search[plot]" (or matplotlib)') from None
-  decisions = [d for d in schema.decisions(model_spec) if d.num_choices > 1]
-  panels = len(decisions) + 2
-  columns = min(8, panels)
-  rows = -(-panels // columns)
-  # Few ticks, no shared axes and no tight_layout: with ~70 panels their
-  # matplotlib bookkeeping would otherwise dominate the run time.
-  figure, axes = plt.subplots(rows, columns, squeeze=False,
-                              figsize=(2.2 * columns, 1.6 * rows + 0.6))
-  flat = list(axes.flat)
-  widest = max(decisions, key=lambda d: d.num_choices, default=None)
-  for ax, d in zip(flat, decisions):
-    steps, probs = probability_history(scalars, d)
-    for j in range(d.num_choices):
-      # Colour j is choice j in every panel (one legend for the figure).
-      ax.plot(steps, probs[:, j] if steps else [], color=f'C{j}', lw=1,
-              label=f'choice {j}')
-    ax.set_ylim(0, 1)
-    ax.set_yticks([0, 0.5, 1])
-    ax.set_title(d.tag_name, fontsize=7, pad=2)
-    if d is widest:
-      figure.legend(*ax.get_legend_handles_labels(), loc='upper right',
-                    fontsize=7, ncol=d.num_choices)
-  for ax, tag in zip(flat[len(decisions):], (COST_TAG, REWARD_TAG)):
-    points = scalars.get(tag, [])
-    ax.plot([s for s, _ in points], [v for _, v in points], color='k', lw=1)
-    ax.set_title(tag if points else f'{tag} (not logged)', fontsize=7, pad=2)
-  for ax in flat[:panels]:
-    ax.tick_params(labelsize=6)
-    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(3))
-  for ax in flat[panels:]:
-    ax.axis('off')
-  figure.suptitle(title or 'choice probabilities over steps', x=0.01,
-                  ha='left', fontsize=9)
-  figure.subplots_adjust(left=0.03, right=0.99, bottom=0.03, top=1 - 0.6 / (
-      1.6 * rows + 0.6), wspace=0.35, hspace=0.6)
-  figure.savefig(path, dpi=72)
-  plt.close(figure)

@@ -1,9 +1,9 @@
 """Architecture strings: one choice index per decision, and pruning a space.
 
 An architecture string holds one integer per decision of a space, in
-traversal order, joined by colons: `0:2:1:...` (SPEC.md section 1). Decisions
+traversal order, joined by colons: `0:2:1:...` (docs/method.md section 1). Decisions
 nested under an unselected choice still get an index; it is ignored when
-building and canonically 0 (COST_MODEL.md section 3).
+building and canonically 0 (docs/cost_models.md).
 """
 
 from typing import Any, List, Sequence
@@ -109,7 +109,7 @@ def prune(spec: Any, indices: Sequence[int]) -> Any:
 
 
 def canonicalize(spec: Any, indices: Sequence[int]) -> List[int]:
-  """Sets indices under unselected choices to 0 (COST_MODEL.md section 3).
+  """Sets indices under unselected choices to 0 (docs/cost_models.md).
 
   Two architecture strings describe the same network if and only if their
   canonical forms are equal.
@@ -136,6 +136,27 @@ def largest(spec: Any) -> List[int]:
             if not isinstance(c, specs.Zero)]
     out.append(real[-1] if real else 0)
   return out
+
+
+def widest_index(decision: schema.Decision) -> int:
+  """The index of a `filters` decision's widest choice, by value.
+
+  Filter warm-up trains the widest choice (docs/method.md section 5). As in
+  TuNAS it is found by value (the largest width, or the largest multiplier),
+  not by position, so a space may list its widths in any order.
+
+  Raises:
+    ValueError: if a choice is neither a width nor a `FilterMultiplier`.
+  """
+  def value(choice):
+    if isinstance(choice, specs.FilterMultiplier):
+      return choice.scale
+    if isinstance(choice, (int, float)) and not isinstance(choice, bool):
+      return choice
+    raise ValueError(f'decision {decision.path}: cannot compare the width of '
+                     f'choice {choice!r}; expected an int or FilterMultiplier')
+  values = [value(c) for c in decision.oneof.choices]
+  return values.index(max(values))
 
 
 def random_indices(spec: Any, rng: np.random.Generator) -> List[int]:
@@ -287,6 +308,9 @@ def parse_block_string(text: str) -> specs.ConvTower:
   text = text.strip()
   if text.startswith('base') and ';' in text:
     head, text = text.split(';', 1)
+    if not head[4:].strip().isdigit():
+      raise ArchitectureError(f'malformed prefix {head.strip()!r}; expected '
+                              '"base<N>; " with N a whole number')
     filters_base = int(head[4:])
   blocks = []
   for block_text in text.split('|'):

@@ -1,16 +1,21 @@
 """The one typed, validated configuration of a search job.
 
 `bin/search.py` turns flags into a `SearchConfig`; the library never reads
-flags. The config is written to the model directory as `config.json` at start
-and checked for compatibility when a run resumes. Defaults are the TuNAS
-paper's (SPEC.md sections 5-6) unless a comment says otherwise.
+flags. Each field with a default is an `option` carrying its command-line
+help, from which the CLIs derive their flags. The config is written to the
+model directory as `config.json` at start and checked for compatibility when
+a run resumes (only RUNTIME_FIELDS and a search's RESUMABLE_FIELDS may
+change). Defaults are the TuNAS paper's (docs/method.md sections 5-6) unless
+a comment says otherwise.
 """
 
 import dataclasses
 import json
 import math
 import os
-from typing import Any, Dict, Optional
+from typing import Any, ClassVar, Dict, FrozenSet, Optional, Sequence, Tuple
+
+from absl import logging
 
 CONFIG_FILENAME = 'config.json'
 MODEL_SPEC_FILENAME = 'model_spec.json'
@@ -26,10 +31,52 @@ RUNTIME_FIELDS = frozenset({
     'model_dir', 'data_dir', 'tpu', 'tpu_zone', 'gcp_project',
     'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'log_every_steps'})
+# Which weights score the validation batch (docs/method.md section 5): the
+# first is the released TuNAS's behaviour and the default.
+VALIDATION_WEIGHTS = ('pre_update', 'post_update')
+# Fields of a search that may change when it resumes; config.json then
+# records the new value. Only the learning rates: they scale schedules that
+# are computed from the global step, so the graph, every variable and every
+# schedule boundary stay the same (Adam's moments do not depend on the rate;
+# RMSProp's momentum slot holds rate-scaled updates, in which the old rate
+# fades out within ~1/(1 - momentum) = 10 steps). Lowering them is how a run
+# that stopped on a NaN loss resumes from its last finite checkpoint. The
+# rest is refused, conservatively: it shapes the graph or the saved state,
+# moves a schedule boundary, or changes the objective the weights were
+# trained on (weight decay, label smoothing) halfway through a search.
+RESUMABLE_FIELDS = frozenset({'model_learning_rate', 'rl_learning_rate'})
 
 
 class ConfigError(ValueError):
   """A configuration value is invalid or incompatible with the model dir."""
+
+
+# Keys of a field's metadata (see `option`).
+HELP = 'help'
+CHOICES = 'choices'
+
+
+def option(default: Any, help_text: str,
+           choices: Optional[Sequence[str]] = None) -> Any:
+  """A config field with its default and its one-line command-line help.
+
+  The CLIs in bin/ derive their flags from these fields (bin/config_flags.py):
+  the flag takes the field's name, type, default and help, so each default
+  is written once, here.
+
+  Args:
+    default: the field's default value.
+    help_text: what the field means, as `--helpfull` shows it.
+    choices: the only valid values, if there is such a set (the flag is then
+      an enum); validation still checks them, for config.json too.
+
+  Returns:
+    A `dataclasses.field` with `help_text` (and `choices`) as its metadata.
+  """
+  metadata = {HELP: help_text}
+  if choices is not None:
+    metadata[CHOICES] = tuple(choices)
+  return dataclasses.field(default=default, metadata=metadata)
 
 
 class JobConfigMixin:
@@ -37,6 +84,9 @@ class JobConfigMixin:
 
   Subclasses are frozen dataclasses with the training fields used below.
   """
+  # Fields that may change on resume (config.json then records the new
+  # value); none unless a subclass says otherwise.
+  resumable_fields: ClassVar[FrozenSet[str]] = frozenset()
 
   @property
   def total_steps(self) -> int:
@@ -50,11 +100,11 @@ class JobConfigMixin:
   def weight_decay(self) -> float:
     if self.model_weight_decay is not None:
       return self.model_weight_decay
-    return 3e-5 if self.use_bfloat16 else 4e-5  # SPEC.md section 2.
+    return 3e-5 if self.use_bfloat16 else 4e-5  # docs/method.md section 2.
 
   @property
   def scaled_model_learning_rate(self) -> float:
-    """Learning rate x batch/256 (SPEC.md section 6; Goyal et al. 2017)."""
+    """Learning rate x batch/256 (docs/method.md section 6; Goyal et al. 2017)."""
     return self.model_learning_rate * self.train_batch_size / 256
 
   @property
@@ -70,6 +120,16 @@ class JobConfigMixin:
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
+  def resumable_changes(self, other) -> Dict[str, Tuple[Any, Any]]:
+    """Resumable fields that differ from `other`'s: name -> (old, new).
+
+    Args:
+      other: the config of the run being resumed (read from config.json).
+    """
+    return {k: (getattr(other, k), getattr(self, k))
+            for k in sorted(self.resumable_fields)
+            if getattr(self, k) != getattr(other, k)}
+
   @classmethod
   def from_json_values(cls, values: Dict[str, Any]):
     """Builds the config from parsed JSON, refusing unknown fields."""
@@ -80,73 +140,129 @@ class JobConfigMixin:
     return cls(**values)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainingFields(JobConfigMixin):
-  """Fields every training job has (search and stand-alone train/eval).
+@dataclasses.dataclass(frozen=True)
+class JobFields(JobConfigMixin):
+  """What every job must name; no defaults.
 
-  Keyword-only, so job configs can add required fields of their own.
-  Learning rates are per 256 training images (SPEC.md section 6).
-  """
-  dataset: str = 'embedded'
-  data_dir: Optional[str] = None
-  image_size: int = 224
-  input_channels: int = 3
-  # Training recipe (SPEC.md sections 2 and 6).
-  train_batch_size: int = 4096
-  epochs: float = 90.0
-  max_steps: Optional[int] = None
-  model_learning_rate: float = 0.165
-  model_warmup_steps_fraction: float = 0.025
-  model_momentum: float = 0.9
-  model_rmsprop_decay: float = 0.9
-  model_rmsprop_epsilon: float = 1.0
-  # None picks SPEC.md's default: 4e-5, or 3e-5 when training in bfloat16.
-  model_weight_decay: Optional[float] = None
-  label_smoothing: float = 0.1
-  # Execution.
-  use_bfloat16: bool = False
-  use_tpu: bool = False
-  tpu: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-  num_replicas: int = 1
-  tpu_iterations_per_loop: int = 100
-  save_checkpoints_steps: Optional[int] = None
-  keep_checkpoint_max: int = 5
-  log_every_steps: Optional[int] = None
-  seed: Optional[int] = None
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SearchConfig(TrainingFields):
-  """Everything a search needs besides the model spec.
-
-  Learning rates are given per 256 training images and scaled by
-  `train_batch_size / 256` (SPEC.md sections 5-6).
+  They come first in every job config: Python 3.9's dataclasses (no
+  `kw_only`) need every field without a default before those with one.
   """
   search_space: str
   model_dir: str
   num_classes: int
   num_train_examples: int
-  # Controller (SPEC.md section 5).
-  rl_learning_rate: float = 3e-4
-  use_exponential_rl_learning_rate_schedule: bool = True
-  rl_entropy_regularization: float = 0.0
-  rl_baseline_momentum: float = 0.95
-  rl_batch_size_multiplier: float = 4.0
-  rl_delay_steps_fraction: float = 0.25
-  rl_temperature: float = 1.0
-  increase_ops_warmup_steps_fraction: float = 0.25
-  increase_filters_warmup_steps_fraction: float = 0.25
-  rl_reward_function: str = 'abs'
-  cost_model: str = 'pixel1_latency'
-  cost_model_space: Optional[str] = None
-  rl_cost_model_target: Optional[float] = None
-  rl_cost_model_exponent: float = -0.10
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingFields(JobFields):
+  """Fields every training job has (search and stand-alone train/eval).
+
+  Learning rates are per 256 training images (docs/method.md section 6).
+  """
+  dataset: str = option('embedded', 'Dataset: a registered name, or tfds:NAME '
+                        'for another TFDS dataset.')
+  data_dir: Optional[str] = option(
+      None, 'TFDS data directory (not needed for the embedded dataset). '
+      'Nothing is ever downloaded.')
+  image_size: int = option(224, 'Input resolution (pixels per side).')
+  input_channels: int = option(3, 'Channels of the input images (from the '
+                               'dataset).')
+  # Training recipe (docs/method.md sections 2 and 6).
+  train_batch_size: int = option(4096, 'Global training batch size (all '
+                                 'replicas together).')
+  epochs: float = option(90.0, 'Epochs over the training split.')
+  max_steps: Optional[int] = option(None, 'Number of training steps; '
+                                    'overrides --epochs.')
+  model_learning_rate: float = option(0.165, 'RMSProp learning rate per 256 '
+                                      'images.')
+  model_warmup_steps_fraction: float = option(
+      0.025, 'Fraction of steps of linear learning-rate warm-up.')
+  model_momentum: float = option(0.9, 'RMSProp momentum.')
+  model_rmsprop_decay: float = option(0.9, 'RMSProp decay of the mean '
+                                      'squared gradient.')
+  model_rmsprop_epsilon: float = option(1.0, 'RMSProp epsilon.')
+  # None picks docs/method.md's default: 4e-5, or 3e-5 when training in
+  # bfloat16 (`weight_decay`).
+  model_weight_decay: Optional[float] = option(
+      None, 'L2 weight decay (default 4e-5, or 3e-5 in bfloat16).')
+  label_smoothing: float = option(0.1, 'Label smoothing.')
+  # Execution.
+  use_bfloat16: bool = option(False, 'Compute in bfloat16.')
+  use_tpu: bool = option(False, 'Run on Cloud TPU (needs --tpu).')
+  tpu: Optional[str] = option(None, 'Cloud TPU name or grpc:// address.')
+  tpu_zone: Optional[str] = option(None, 'Cloud TPU zone.')
+  gcp_project: Optional[str] = option(None, 'Google Cloud project.')
+  num_replicas: int = option(1, 'Replicas (TPU cores) the batches are split '
+                             'over.')
+  tpu_iterations_per_loop: int = option(
+      100, 'Steps per host loop; summaries are written this often.')
+  save_checkpoints_steps: Optional[int] = option(
+      None, 'Checkpoint interval (default: every 5 host loops, and always at '
+      'the end).')
+  keep_checkpoint_max: int = option(5, 'Checkpoints kept (0: all).')
+  log_every_steps: Optional[int] = option(
+      None, 'Progress is logged every this many steps (default: every host '
+      'loop, or 20 times a run if that is more often).')
+  seed: Optional[int] = option(None, 'Random seed (graph and input).')
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig(TrainingFields):
+  """Everything a search needs besides the model spec.
+
+  Learning rates are given per 256 training images and scaled by
+  `train_batch_size / 256` (docs/method.md sections 5-6). `use_bfloat16` is a
+  plain bool here: the CLI resolves its `auto` default through the search
+  space registry, which the library never imports.
+  """
+  resumable_fields: ClassVar[FrozenSet[str]] = RESUMABLE_FIELDS
+  # Controller (docs/method.md section 5).
+  rl_learning_rate: float = option(3e-4, 'Controller Adam learning rate per '
+                                   '256 images.')
+  use_exponential_rl_learning_rate_schedule: bool = option(
+      True, 'Multiply the controller learning rate by 10^progress after the '
+      'RL delay.')
+  rl_entropy_regularization: float = option(
+      0.0, 'Weight of the entropy bonus in the controller loss.')
+  rl_baseline_momentum: float = option(0.95, 'Momentum of the EMA reward '
+                                       'baseline.')
+  rl_batch_size_multiplier: float = option(
+      4.0, 'Validation batch = this x training batch.')
+  rl_delay_steps_fraction: float = option(
+      0.25, 'Fraction of steps before the controller starts learning.')
+  rl_temperature: float = option(1.0, 'Controller sampling temperature.')
+  increase_ops_warmup_steps_fraction: float = option(
+      0.25, 'Fraction of steps of op warm-up (all ops on, decaying).')
+  increase_filters_warmup_steps_fraction: float = option(
+      0.25, 'Fraction of steps of filter warm-up (widest, decaying).')
+  rl_reward_function: str = option(
+      'abs', 'Reward function combining accuracy and cost.')
+  cost_model: str = option('pixel1_latency', 'Cost model of the reward; '
+                           'none for plain accuracy.')
+  # The space whose Pixel-1 latency model scores the search; None: the
+  # search space itself. Read it through `effective_cost_model_space`.
+  cost_model_space: Optional[str] = option(
+      None, 'Space whose Pixel-1 latency model scores the search (default: '
+      'the search space).')
+  rl_cost_model_target: Optional[float] = option(
+      None, 'Cost target of the reward (needed unless --cost_model=none).')
+  rl_cost_model_exponent: float = option(-0.10, 'Cost exponent beta of the '
+                                         'reward.')
   # Test hook: when set, the reward uses this instead of validation accuracy.
-  constant_validation_accuracy: Optional[float] = None
+  constant_validation_accuracy: Optional[float] = option(
+      None, 'Testing aid: use this accuracy in the reward instead of the '
+      'measured one.')
   # Execution (see TrainingFields for the rest).
-  use_gradient_sync_barrier: bool = True
+  use_gradient_sync_barrier: bool = option(
+      True, 'Compute all weight gradients before applying any (and, with '
+      'post_update validation, validate after the update).')
+  # Which weights score the validation batch (docs/method.md): 'pre_update'
+  # (the weights read before this step's update, as the released TuNAS and
+  # its published results) or 'post_update' (after the update).
+  validation_weights: str = option(
+      'pre_update', 'Weights that score the validation batch: pre_update '
+      "(read before the step's update, as the released TuNAS) or "
+      'post_update.', choices=VALIDATION_WEIGHTS)
 
   def __post_init__(self):
     _validate(self)
@@ -160,8 +276,16 @@ class SearchConfig(TrainingFields):
 
   @property
   def scaled_rl_learning_rate(self) -> float:
-    """Controller learning rate x batch/256 (SPEC.md section 5)."""
+    """Controller learning rate x batch/256 (docs/method.md section 5)."""
     return self.rl_learning_rate * self.train_batch_size / 256
+
+  @property
+  def effective_cost_model_space(self) -> str:
+    """`cost_model_space`, else the search space: where costs are scored.
+
+    The one rule for the search step's reward and `cost_models.context_for`.
+    """
+    return self.cost_model_space or self.search_space
 
   # Persistence --------------------------------------------------------------
 
@@ -170,10 +294,14 @@ class SearchConfig(TrainingFields):
     return cls.from_json_values(json.loads(text))
 
   def incompatibilities(self, other: 'SearchConfig') -> Dict[str, Any]:
-    """Fields (outside RUNTIME_FIELDS) whose values differ: name -> (old, new)."""
+    """Fields that may not change on resume: name -> (old, new).
+
+    Everything outside RUNTIME_FIELDS and RESUMABLE_FIELDS.
+    """
     mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+    free = RUNTIME_FIELDS | RESUMABLE_FIELDS
     return {k: (theirs[k], mine[k]) for k in mine
-            if k not in RUNTIME_FIELDS and mine[k] != theirs[k]}
+            if k not in free and mine[k] != theirs[k]}
 
 
 def check(condition: bool, message: str) -> None:
@@ -182,13 +310,30 @@ def check(condition: bool, message: str) -> None:
     raise ConfigError(message)
 
 
+def _check_finite(c: Any) -> None:
+  """Refuses inf and NaN in every float field (NaN passes no range check)."""
+  for field in dataclasses.fields(c):
+    value = getattr(c, field.name)
+    check(not isinstance(value, float) or math.isfinite(value),
+          f'{field.name} must be a finite number, got {value}')
+
+
+def _check_fraction(c: Any, name: str, upper_open: bool = False) -> None:
+  """`name` must be in [0, 1] (or [0, 1) when `upper_open`)."""
+  value = getattr(c, name)
+  if upper_open:
+    check(0.0 <= value < 1.0, f'{name} must be in [0, 1), got {value}')
+  else:
+    check(0.0 <= value <= 1.0, f'{name} must be in [0, 1], got {value}')
+
 
 def validate_training(c: Any) -> None:
   """Checks the fields every training job has (search and train/eval).
 
   Raises:
-    ConfigError: naming the first invalid value.
+    ConfigError: naming the first invalid value and its valid range.
   """
+  _check_finite(c)
   check(c.num_replicas > 0, f'num_replicas must be positive, got '
         f'{c.num_replicas}')
   check(c.train_batch_size > 0,
@@ -210,17 +355,36 @@ def validate_training(c: Any) -> None:
         'epochs and the training split size must be positive (or give '
         f'max_steps); got epochs={c.epochs}, '
         f'num_train_examples={c.num_train_examples}')
-  check(0.0 <= c.model_warmup_steps_fraction <= 1.0,
-        'model_warmup_steps_fraction must be in [0, 1], got '
-        f'{c.model_warmup_steps_fraction}')
+  _validate_optimizer(c)
+  _validate_execution(c)
+
+
+def _validate_optimizer(c: Any) -> None:
+  """The shared-weight RMSProp recipe (docs/method.md section 6)."""
+  _check_fraction(c, 'model_warmup_steps_fraction')
   check(c.model_learning_rate > 0, 'model_learning_rate must be positive, '
         f'got {c.model_learning_rate}')
-  check(0.0 <= c.label_smoothing < 1.0, 'label_smoothing must be in [0, 1), '
-        f'got {c.label_smoothing}')
+  # A momentum or decay of 1 never forgets: the update grows without bound.
+  _check_fraction(c, 'model_momentum', upper_open=True)
+  _check_fraction(c, 'model_rmsprop_decay', upper_open=True)
+  check(c.model_rmsprop_epsilon >= 0, 'model_rmsprop_epsilon must be >= 0, '
+        f'got {c.model_rmsprop_epsilon}')
+  _check_fraction(c, 'label_smoothing', upper_open=True)
   check(c.model_weight_decay is None or c.model_weight_decay >= 0,
         f'model_weight_decay must be >= 0, got {c.model_weight_decay}')
+
+
+def _validate_execution(c: Any) -> None:
+  """Host loops, checkpoints and logging."""
   check(c.tpu_iterations_per_loop > 0, 'tpu_iterations_per_loop must be '
         f'positive, got {c.tpu_iterations_per_loop}')
+  check(c.save_checkpoints_steps is None or c.save_checkpoints_steps > 0,
+        'save_checkpoints_steps must be positive (or unset: every 5 host '
+        f'loops), got {c.save_checkpoints_steps}')
+  check(c.keep_checkpoint_max >= 0, 'keep_checkpoint_max must be >= 0 (0 '
+        f'keeps every checkpoint), got {c.keep_checkpoint_max}')
+  check(c.log_every_steps is None or c.log_every_steps > 0,
+        f'log_every_steps must be positive, got {c.log_every_steps}')
 
 
 def _validate(c: SearchConfig) -> None:
@@ -230,14 +394,10 @@ def _validate(c: SearchConfig) -> None:
         f'validation batch {c.validation_batch_size} (train_batch_size x '
         f'rl_batch_size_multiplier) is not divisible by the {c.num_replicas} '
         'replicas')
-  for name in ('rl_delay_steps_fraction',
-               'increase_ops_warmup_steps_fraction',
-               'increase_filters_warmup_steps_fraction'):
-    value = getattr(c, name)
-    check(0.0 <= value <= 1.0, f'{name} must be in [0, 1], got {value}')
-  check(0.0 <= c.rl_baseline_momentum < 1.0,
-        f'rl_baseline_momentum must be in [0, 1), got '
-        f'{c.rl_baseline_momentum}')
+  _validate_schedule(c)
+  check(c.rl_learning_rate >= 0, 'rl_learning_rate must be >= 0 (0 freezes '
+        f'the controller), got {c.rl_learning_rate}')
+  _check_fraction(c, 'rl_baseline_momentum', upper_open=True)
   check(c.rl_batch_size_multiplier >= 1 and
         float(c.rl_batch_size_multiplier).is_integer(),
         'rl_batch_size_multiplier must be a whole number >= 1, got '
@@ -251,16 +411,97 @@ def _validate(c: SearchConfig) -> None:
         f'{c.rl_cost_model_target}')
   check(c.constant_validation_accuracy is None or
         0.0 <= c.constant_validation_accuracy <= 1.0,
-        'constant_validation_accuracy must be in [0, 1]')
+        'constant_validation_accuracy must be in [0, 1], got '
+        f'{c.constant_validation_accuracy}')
+  check(c.validation_weights in VALIDATION_WEIGHTS,
+        f'unknown validation_weights {c.validation_weights!r}; valid '
+        f'choices: {", ".join(VALIDATION_WEIGHTS)}')
 
 
-def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
+def _validate_schedule(c: SearchConfig) -> None:
+  """The controller's delay and the warm-ups (docs/method.md section 5)."""
+  _check_fraction(c, 'rl_delay_steps_fraction')
+  for name in ('increase_ops_warmup_steps_fraction',
+               'increase_filters_warmup_steps_fraction'):
+    _check_fraction(c, name)
+    # docs/method.md section 5; the original refuses it too: the controller starts
+    # learning only once the warm-up networks (all ops on, widest filters)
+    # are gone.
+    value = getattr(c, name)
+    check(value <= c.rl_delay_steps_fraction,
+          f'{name}={value} is larger than rl_delay_steps_fraction='
+          f'{c.rl_delay_steps_fraction}; the warm-up must end before the '
+          'controller starts learning')
+
+
+def _write_atomically(path: str, text: str) -> None:
+  """Writes `path` through a temporary file, so it is whole or unchanged."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
+    f.write(text)
+  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+
+
+def _read(path: str) -> str:
+  """The text of a local or gs:// file."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  with tf.io.gfile.GFile(path) as f:
+    return f.read()
+
+
+def _load_existing(cls, path: str):
+  """The config a model dir holds, or one line saying why it cannot be read.
+
+  Raises:
+    ConfigError: for a file that is not JSON, not an object, misses fields,
+      has unknown or wrongly typed ones, or fails validation.
+  """
+  try:
+    return cls.from_json(_read(path))
+  except ConfigError as e:
+    raise ConfigError(f'{path} cannot be used: {e}') from None
+  except (ValueError, TypeError, AttributeError) as e:
+    # json errors, missing fields (TypeError from the dataclass), a list
+    # instead of an object (AttributeError), wrong types failing checks.
+    reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+    raise ConfigError(f'{path} is damaged or not a tunas_search config '
+                      f'({reason}); restore it or use another --model_dir'
+                      ) from None
+
+
+def _check_resume(config: Any, old: Any, spec_path: str,
+                  model_spec_json: str) -> None:
+  """Raises ConfigError unless `config` may resume the run `old` started."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  if old.search_space != config.search_space:
+    raise ConfigError(
+        f'model dir {config.model_dir} holds a search of '
+        f'{old.search_space!r}, not {config.search_space!r}; use another '
+        '--model_dir')
+  diffs = config.incompatibilities(old)
+  if diffs:
+    listed = ', '.join(f'{k} (was {a!r}, now {b!r})'
+                       for k, (a, b) in sorted(diffs.items()))
+    raise ConfigError(f'model dir {config.model_dir} was written by an '
+                      f'incompatible config: {listed}')
+  if (tf.io.gfile.exists(spec_path) and
+      _read(spec_path) != model_spec_json):
+    raise ConfigError(f'model dir {config.model_dir} holds a different '
+                      'model spec (the search space definition changed)')
+
+
+def write_or_check(config: Any, model_spec_json: str) -> bool:
   """Writes config.json and model_spec.json, or checks them on resume.
+
+  On a resume that changes `config.resumable_fields` (a search's learning
+  rates, RESUMABLE_FIELDS), config.json is rewritten atomically with the new
+  values and a log line names each change.
 
   Args:
     config: this run's config: a SearchConfig, or any config class with the
-      same `search_space`, `model_dir`, `to_json`, `from_json` and
-      `incompatibilities` (train_eval's TrainEvalConfig).
+      same `search_space`, `model_dir`, `to_json`, `from_json`,
+      `incompatibilities` and `resumable_changes` (train_eval's
+      TrainEvalConfig).
     model_spec_json: the serialised model spec of this run.
 
   Returns:
@@ -273,31 +514,19 @@ def write_or_check(config: SearchConfig, model_spec_json: str) -> bool:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   config_path = os.path.join(config.model_dir, CONFIG_FILENAME)
   spec_path = os.path.join(config.model_dir, MODEL_SPEC_FILENAME)
-  gfile = tf.io.gfile
-  if gfile.exists(config_path):
-    with gfile.GFile(config_path) as f:
-      old = type(config).from_json(f.read())
-    if old.search_space != config.search_space:
-      raise ConfigError(
-          f'model dir {config.model_dir} holds a search of '
-          f'{old.search_space!r}, not {config.search_space!r}; use another '
-          '--model_dir')
-    diffs = config.incompatibilities(old)
-    if diffs:
-      listed = ', '.join(f'{k} (was {a!r}, now {b!r})'
-                         for k, (a, b) in sorted(diffs.items()))
-      raise ConfigError(f'model dir {config.model_dir} was written by an '
-                        f'incompatible config: {listed}')
-    if gfile.exists(spec_path):
-      with gfile.GFile(spec_path) as f:
-        if f.read() != model_spec_json:
-          raise ConfigError(f'model dir {config.model_dir} holds a different '
-                            'model spec (the search space definition changed)')
+  if tf.io.gfile.exists(config_path):
+    old = _load_existing(type(config), config_path)
+    _check_resume(config, old, spec_path, model_spec_json)
+    changes = config.resumable_changes(old)
+    if changes:
+      _write_atomically(config_path, dataclasses.replace(
+          old, **{k: new for k, (_, new) in changes.items()}).to_json())
+      logging.info('Resuming %s with changed %s (config.json updated)',
+                   config.model_dir, ', '.join(
+                       f'{k} {a!r} -> {b!r}'
+                       for k, (a, b) in changes.items()))
     return True
-  gfile.makedirs(config.model_dir)
-  for path, text in ((spec_path, model_spec_json),
-                     (config_path, config.to_json())):
-    with gfile.GFile(path + '.tmp', 'w') as f:
-      f.write(text)
-    gfile.rename(path + '.tmp', path, overwrite=True)
+  tf.io.gfile.makedirs(config.model_dir)
+  _write_atomically(spec_path, model_spec_json)
+  _write_atomically(config_path, config.to_json())
   return False

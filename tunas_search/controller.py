@@ -1,16 +1,16 @@
 """The REINFORCE controller: logits, sampling, log-prob, entropy and warm-up.
 
-One zero-initialised logits vector per decision (SPEC.md section 5). Every
+One zero-initialised logits vector per decision (docs/method.md section 5). Every
 step the controller samples one choice per decision and returns one mask per
 decision for the supernet builder, together with the log-probability and the
 entropy of the sample. Both are sums over decisions, counting a decision only
 when every choice above it on its path is selected (hierarchical), so a
 skipped layer's kernel size neither costs nor earns anything.
 
-Warm-up (SPEC.md section 5): with probability `increase_ops_prob` an `op`
+Warm-up (docs/method.md section 5): with probability `increase_ops_prob` an `op`
 decision's mask becomes the uniform vector 1/n (all ops run, outputs
 averaged), and with probability `increase_filters_prob` a `filters` decision
-takes its widest (last) choice. The log-probability accounts for that coin
+takes its widest choice (by value). The log-probability accounts for that coin
 flip, so the REINFORCE gradient stays the gradient of the log-probability of
 what actually ran.
 
@@ -24,8 +24,12 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from tunas_search import architecture
 from tunas_search import schema
 
+# The controller's variable scope (logits, baseline, Adam slots) and summary
+# prefix, as TuNAS names it; checkpoints depend on it. Defined here only:
+# search.CONTROLLER_SCOPE and analysis's tags are this constant.
 DEFAULT_SCOPE = 'rlcontroller'
 _LOGITS_SCOPE = 'logits'
 
@@ -86,7 +90,7 @@ def create_logits(decisions: Sequence[schema.Decision],
                   scope: str = DEFAULT_SCOPE) -> List[tf.Variable]:
   """Creates (or reuses) one zero-initialised logits variable per decision.
 
-  Zero logits make the initial distribution uniform (SPEC.md section 5).
+  Zero logits make the initial distribution uniform (docs/method.md section 5).
 
   Args:
     decisions: `schema.decisions(spec)`.
@@ -182,11 +186,12 @@ def _draw_one(decision: schema.Decision, logits: tf.Tensor,
   warmup = coin < warmup_prob
   one_hot = tf.one_hot(sampled, n, dtype=tf.float32)
   if decision.tag == schema.FILTERS:
-    # Filter warm-up trains the widest choice (SPEC.md section 5).
-    index = tf.where(warmup, tf.constant(n - 1, tf.int32), sampled)
+    # Filter warm-up trains the widest choice, by value (docs/method.md section 5).
+    widest = architecture.widest_index(decision)
+    index = tf.where(warmup, tf.constant(widest, tf.int32), sampled)
     mask = tf.one_hot(index, n, dtype=tf.float32)
   else:
-    # Op warm-up runs every op, the builder averages them (SPEC.md 5).
+    # Op warm-up runs every op, the builder averages them (docs/method.md section 5).
     index = sampled
     mask = tf.where(warmup, tf.fill([n], 1.0 / n), one_hot)
   log_prob = tf.where(
@@ -221,7 +226,7 @@ def sample(decisions: Sequence[schema.Decision],
            temperature: FloatLike = 1.0,
            seed: Optional[int] = None,
            stateless_seed: Optional[tf.Tensor] = None) -> ControllerSample:
-  """Samples an architecture from the controller (SPEC.md section 5).
+  """Samples an architecture from the controller (docs/method.md section 5).
 
   Each decision draws from Categorical(softmax(logits / temperature)). All
   randomness comes from one `tf.random.uniform` op with no op-level seed by

@@ -10,14 +10,17 @@ it (`tunas_search.data.preprocessing`: resize or centre crop to S, then
 whatever precision the model was trained in.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -32,10 +35,20 @@ TFLITE_FILENAME = 'model.tflite'
 INFO_FILENAME = 'export_info.json'
 SIGNATURE_KEY = 'serving_default'
 INPUT_KEY = 'images'
+# Everything an export dir holds; a dir holding anything else is not ours.
+EXPORT_ENTRIES = (SAVED_MODEL_DIRNAME, TFLITE_FILENAME, INFO_FILENAME)
+# Hidden dirs next to the export dir: the new export while it is written,
+# and the earlier one while the two are swapped.
+TEMPORARY_SUFFIX = '.tmp'
+ASIDE_SUFFIX = '.old'
 
 
 class ExportError(ValueError):
   """A model cannot be exported; the message says why."""
+
+
+class ExportFailedError(RuntimeError):
+  """Writing an export failed part-way; the earlier export is unchanged."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +81,8 @@ class ExportResult:
 
 
 def inference_graph(masked_spec: Any, image_size: int, input_channels: int,
-                    num_classes: int, batch_size: Optional[int] = None
+                    num_classes: int, batch_size: Optional[int] = None,
+                    seed: Optional[int] = None
                     ) -> Tuple[tf.Graph, tf.Tensor, tf.Tensor, tf.Tensor]:
   """Builds a float32 inference network in a new graph.
 
@@ -78,12 +92,16 @@ def inference_graph(masked_spec: Any, image_size: int, input_channels: int,
     input_channels: input channels C.
     num_classes: classifier outputs.
     batch_size: static batch size, or None for any.
+    seed: graph-level seed of the variables' initialisers (set before they
+      are built, so it takes effect).
 
   Returns:
     (graph, images placeholder [batch_size, S, S, C], logits, probabilities).
   """
   graph = tf.Graph()
   with graph.as_default():
+    if seed is not None:
+      tf1.set_random_seed(seed)
     images = tf1.placeholder(tf.float32, [batch_size, image_size, image_size,
                                           input_channels], name=INPUT_KEY)
     logits = supernet.build_network(
@@ -106,22 +124,123 @@ def _write_saved_model(session: tf1.Session, path: str, images: tf.Tensor,
   builder.save()
 
 
-def _fresh_dir(path: str) -> None:
-  """Removes an earlier export at `path`, refusing to delete anything else."""
+def _sibling(export_dir: str, suffix: str) -> str:
+  """A hidden name next to `export_dir` (same file system: renames work)."""
+  parent, name = os.path.split(export_dir.rstrip('/'))
+  return os.path.join(parent, f'.{name}{suffix}')
+
+
+def _first_line(error: Exception) -> str:
+  """The first line of an error's message, for one-line reports."""
+  message = getattr(error, 'message', None) or str(error)
+  return message.splitlines()[0] if message else type(error).__name__
+
+
+def _fresh_dir(export_dir: str) -> str:
+  """Checks that `export_dir` may be replaced; returns an empty dir to fill.
+
+  The new export is written to `.<name>.tmp` next to `export_dir` and moved
+  into place by `_swap_in`. Leftovers of an export killed part-way are
+  cleaned up first: a temporary dir is removed, and an earlier export moved
+  aside (`.<name>.old`) is restored if it never got replaced, else removed.
+  Another export to the same dir must not be running meanwhile.
+
+  Args:
+    export_dir: where the export is to go.
+
+  Returns:
+    The new, empty temporary dir.
+
+  Raises:
+    ExportError: if `export_dir` holds anything but an earlier export, or
+      the temporary dir cannot be created (e.g. under a file, or read-only).
+  """
   gfile = tf.io.gfile
-  if not gfile.exists(path):
+  temporary = _sibling(export_dir, TEMPORARY_SUFFIX)
+  aside = _sibling(export_dir, ASIDE_SUFFIX)
+  try:
+    if not gfile.exists(export_dir) and gfile.exists(aside):
+      gfile.rename(aside, export_dir)  # Killed between the swap's renames.
+    if gfile.exists(export_dir):
+      if not gfile.isdir(export_dir):
+        raise ExportError(f'{export_dir} is a file, not an export directory; '
+                          'choose another export dir')
+      others = sorted({n.rstrip('/') for n in gfile.listdir(export_dir)}
+                      - set(EXPORT_ENTRIES))
+      if others:
+        raise ExportError(f'{export_dir} exists and is not a SavedModel '
+                          f'export (it holds {", ".join(others[:3])}); '
+                          'choose another export dir')
+    for leftover in (temporary, aside):
+      if gfile.exists(leftover):
+        gfile.rmtree(leftover)
+    gfile.makedirs(temporary)
+  except (tf.errors.OpError, OSError) as e:
+    raise ExportError(f'cannot write export dir {export_dir}: '
+                      f'{_first_line(e)}') from None
+  return temporary
+
+
+def _swap_in(temporary: str, export_dir: str) -> None:
+  """Replaces `export_dir` by the complete export in `temporary`.
+
+  Renames the earlier export aside, the new one in, then deletes the earlier
+  one. A kill between the two renames leaves the earlier export aside, where
+  the next `_fresh_dir` restores it.
+  """
+  gfile = tf.io.gfile
+  aside = _sibling(export_dir, ASIDE_SUFFIX)
+  replacing = gfile.exists(export_dir)
+  if replacing:
+    gfile.rename(export_dir, aside)
+  try:
+    gfile.rename(temporary, export_dir)
+  except BaseException:  # Put the earlier export back, whatever happened.
+    if replacing:
+      gfile.rename(aside, export_dir)
+    raise
+  if replacing:
+    gfile.rmtree(aside)
+
+
+@contextlib.contextmanager
+def _native_stderr_to_debug_log() -> Iterator[None]:
+  """Moves what is written to file descriptor 2 meanwhile to the debug log.
+
+  The TFLite converter prints a summary of its passes (a dozen lines) from
+  C++ straight to the process's stderr, past both Python's `sys.stderr` and
+  TF_CPP_MIN_LOG_LEVEL. Not thread-safe: other threads' stderr output
+  meanwhile is moved too.
+  """
+  sys.stderr.flush()
+  try:
+    saved = os.dup(2)
+  except OSError:  # No stderr to redirect.
+    yield
     return
-  if not gfile.exists(os.path.join(path, 'saved_model.pb')):
-    raise ExportError(f'{path} exists and is not a SavedModel; choose another '
-                      '--export_dir')
-  gfile.rmtree(path)
+  with tempfile.TemporaryFile() as captured:
+    os.dup2(captured.fileno(), 2)
+    try:
+      yield
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+      captured.seek(0)
+      text = captured.read().decode('utf-8', 'replace').strip()
+      if text:
+        logging.debug('TFLite converter output:\n%s', text)
 
 
 def saved_model_to_tflite(saved_model_dir: str) -> bytes:
-  """Converts a SavedModel's serving signature to a float TFLite model."""
+  """Converts a SavedModel's serving signature to a float TFLite model.
+
+  The converter's own printout goes to the debug log (absl --verbosity=1).
+  """
   converter = tf.lite.TFLiteConverter.from_saved_model(
       saved_model_dir, signature_keys=[SIGNATURE_KEY])
-  return converter.convert()
+  with _native_stderr_to_debug_log():
+    return converter.convert()
 
 
 def _normalisation(config) -> Tuple[Optional[List[float]],
@@ -133,15 +252,48 @@ def _normalisation(config) -> Tuple[Optional[List[float]],
   return list(info.mean), list(info.std)
 
 
+def _restore(session: tf1.Session, checkpoint: str) -> int:
+  """Restores the network's variables; returns the checkpoint's step."""
+  step = tf1.train.get_or_create_global_step()
+  saver = tf1.train.Saver(tf1.global_variables())
+  try:
+    saver.restore(session, checkpoint)
+  except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+    raise ExportError(f'cannot restore {checkpoint}: {_first_line(e)}'
+                      ) from None
+  return int(session.run(step))
+
+
+def _write_tflite_and_info(temporary: str, result: ExportResult) -> None:
+  """Converts the SavedModel in `temporary`; writes export_info.json last.
+
+  Called outside any graph context: inside one the converter would take
+  its TF1 path (eager is off there) and convert differently.
+  """
+  if result.tflite_path:
+    model = saved_model_to_tflite(os.path.join(temporary,
+                                               SAVED_MODEL_DIRNAME))
+    with tf.io.gfile.GFile(os.path.join(temporary, TFLITE_FILENAME),
+                           'wb') as f:
+      f.write(model)
+  # Last: an export dir holding export_info.json is complete.
+  with tf.io.gfile.GFile(os.path.join(temporary, INFO_FILENAME), 'w') as f:
+    f.write(json.dumps(dataclasses.asdict(result), indent=2, sort_keys=True))
+
+
 def export_run(model_dir: str, export_dir: Optional[str] = None,
                checkpoint: Optional[str] = None,
                tflite: bool = True) -> ExportResult:
   """Exports a train_eval run's checkpoint as a SavedModel and TFLite model.
 
+  Atomic: everything is written to a temporary dir next to `export_dir` and
+  renamed into place once complete, so a failure, bad input or a kill
+  leaves the earlier export as it was (see `_fresh_dir`, `_swap_in`).
+
   Args:
     model_dir: the train_eval model dir (with config.json, model_spec.json).
     export_dir: where to write; default `<model_dir>/export`. An earlier
-      export there is replaced.
+      export there is replaced; a dir holding anything else is refused.
     checkpoint: a checkpoint prefix; default the latest in model_dir.
     tflite: also write the float TFLite model.
 
@@ -149,8 +301,10 @@ def export_run(model_dir: str, export_dir: Optional[str] = None,
     What was written.
 
   Raises:
-    ExportError: no run or checkpoint, or a checkpoint without the
-      network's variables.
+    ExportError: no run or checkpoint, a checkpoint without the network's
+      variables, or an export dir that cannot be written or replaced.
+    ExportFailedError: writing failed part-way (the earlier export is
+      unchanged).
   """
   try:
     config, spec = train_eval.load_run(model_dir)
@@ -162,35 +316,32 @@ def export_run(model_dir: str, export_dir: Optional[str] = None,
   export_dir = export_dir or os.path.join(model_dir, 'export')
   masked = architecture.with_indices(spec, architecture.parse_indices(
       config.indices, spec))
-  graph, images, logits, probabilities = inference_graph(
+  graph, *tensors = inference_graph(
       masked, config.image_size, config.input_channels, config.num_classes)
-  saved_model_dir = os.path.join(export_dir, SAVED_MODEL_DIRNAME)
-  _fresh_dir(saved_model_dir)
-  with graph.as_default(), tf1.Session(graph=graph) as session:
-    step = tf1.train.get_or_create_global_step()
-    saver = tf1.train.Saver(tf1.global_variables())
-    try:
-      saver.restore(session, checkpoint)
-    except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
-      raise ExportError(f'cannot restore {checkpoint}: '
-                        f'{e.message.splitlines()[0]}') from None
-    global_step = int(session.run(step))
-    _write_saved_model(session, saved_model_dir, images, logits,
-                       probabilities)
-  tflite_path = None
-  if tflite:
-    tflite_path = os.path.join(export_dir, TFLITE_FILENAME)
-    with tf.io.gfile.GFile(tflite_path, 'wb') as f:
-      f.write(saved_model_to_tflite(saved_model_dir))
   mean, std = _normalisation(config)
-  result = ExportResult(
-      export_dir=export_dir, saved_model_dir=saved_model_dir,
-      tflite_path=tflite_path, checkpoint=checkpoint, global_step=global_step,
-      search_space=config.search_space, architecture=config.indices,
-      input_shape=[-1, config.image_size, config.image_size,
-                   config.input_channels], mean=mean, std=std)
-  with tf.io.gfile.GFile(os.path.join(export_dir, INFO_FILENAME), 'w') as f:
-    f.write(json.dumps(dataclasses.asdict(result), indent=2, sort_keys=True))
+  temporary = _fresh_dir(export_dir)
+  try:
+    with graph.as_default(), tf1.Session(graph=graph) as session:
+      global_step = _restore(session, checkpoint)
+      _write_saved_model(session, os.path.join(temporary,
+                                               SAVED_MODEL_DIRNAME), *tensors)
+    result = ExportResult(
+        export_dir=export_dir,
+        saved_model_dir=os.path.join(export_dir, SAVED_MODEL_DIRNAME),
+        tflite_path=(os.path.join(export_dir, TFLITE_FILENAME) if tflite
+                     else None),
+        checkpoint=checkpoint, global_step=global_step,
+        search_space=config.search_space, architecture=config.indices,
+        input_shape=[-1, config.image_size, config.image_size,
+                     config.input_channels], mean=mean, std=std)
+    _write_tflite_and_info(temporary, result)
+    _swap_in(temporary, export_dir)
+  except (tf.errors.OpError, OSError) as e:
+    raise ExportFailedError(f'exporting to {export_dir} failed: '
+                            f'{_first_line(e)}') from e
+  finally:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.rmtree(temporary)
   return result
 
 
@@ -204,11 +355,11 @@ def random_tflite_model(masked_spec: Any, image_size: int,
   measured model is the exported one.
   """
   graph, images, logits, probabilities = inference_graph(
-      masked_spec, image_size, input_channels, num_classes, batch_size=1)
+      masked_spec, image_size, input_channels, num_classes, batch_size=1,
+      seed=seed)
   with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, SAVED_MODEL_DIRNAME)
     with graph.as_default():
-      tf1.set_random_seed(seed)
       init = tf1.global_variables_initializer()
       with tf1.Session(graph=graph) as session:
         session.run(init)

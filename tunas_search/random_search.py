@@ -1,6 +1,6 @@
 """Random-search baseline: uniform architectures inside a cost window.
 
-The TuNAS paper's control (SPEC.md section 7): sample architectures uniformly
+The TuNAS paper's control (docs/method.md section 7): sample architectures uniformly
 (every decision independently) and keep those whose estimated cost falls in a
 window around the target, e.g. 83-85 ms of simulated Pixel-1 latency.
 Rejection sampling with a bounded number of attempts; a window that no

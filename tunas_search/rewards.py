@@ -1,6 +1,6 @@
 """Reward functions, the moving-average baseline and the REINFORCE loss.
 
-SPEC.md section 5. A reward function combines the quality of the sampled
+docs/method.md section 5. A reward function combines the quality of the sampled
 architecture (top-1 accuracy on the validation batch) with its estimated cost
 relative to a target: cost_ratio = cost / target, beta = exponent
 (default -0.10, so a costlier network earns less).
@@ -12,10 +12,10 @@ import tensorflow as tf
 
 from tunas_search.registry import Registry
 
-# Cost exponent beta (SPEC.md section 5; Bender et al. 2020).
+# Cost exponent beta (docs/method.md section 5; Bender et al. 2020).
 DEFAULT_EXPONENT = -0.10
 DEFAULT_REWARD = 'abs'
-# Momentum of the reward baseline (SPEC.md section 5).
+# Momentum of the reward baseline (docs/method.md section 5).
 DEFAULT_BASELINE_MOMENTUM = 0.95
 
 FloatLike = Union[float, tf.Tensor]
@@ -157,7 +157,7 @@ def ema_baseline(value: FloatLike,
 def reinforce_loss(log_prob: tf.Tensor, advantage: tf.Tensor,
                    entropy: tf.Tensor,
                    entropy_weight: FloatLike = 0.0) -> tf.Tensor:
-  """REINFORCE loss with an entropy bonus (Williams 1992; SPEC.md section 5).
+  """REINFORCE loss with an entropy bonus (Williams 1992; docs/method.md section 5).
 
   loss = -stop_gradient(advantage) * log_prob - entropy_weight * entropy.
 

@@ -3,7 +3,7 @@
 import json
 import os
 import time
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -11,99 +11,177 @@ import tensorflow as tf
 from tunas_search import analysis
 from tunas_search import config as config_lib
 from tunas_search import data
+from tunas_search import model_dir as model_dir_lib
+from tunas_search import report
 from tunas_search import search
 from tunas_search import serialization
+from tunas_search import summaries
 from tunas_search import tpu
 from tunas_search.config import SearchConfig
+
+tf1 = tf.compat.v1
 
 RESULT_FILENAME = 'search_result.json'
 
 
 class NonFiniteLossError(RuntimeError):
-  """The loss became NaN or infinite; the run stopped."""
+  """The loss became NaN or infinite; the run stopped.
+
+  The message is one line: the step, the newest all-finite checkpoint and how
+  to resume from it.
+  """
 
 
 def format_result(result: analysis.Analysis) -> str:
-  """A short human-readable report of a search result."""
-  costs = ', '.join(f'{k}={v:.4g}' for k, v in sorted(result.costs.items()))
-  return '\n'.join([
-      f'Search at step {result.step} in {result.model_dir}',
-      f'  architecture: {result.architecture}',
-      f'  blocks:       {result.block_string}',
-      f'  costs:        {costs}',
-      f'  details:      {os.path.join(result.model_dir, RESULT_FILENAME)}',
-      f'  inspect:      tensorboard --logdir={result.model_dir}',
-      f'  next:         bin/analyze_search.py --model_dir={result.model_dir}',
-  ])
+  """A short human-readable report of a search result (`report`)."""
+  return report.format_summary(
+      result, os.path.join(result.model_dir, RESULT_FILENAME))
 
 
 def _make_estimator(config: SearchConfig, model_spec: Any):
+  # No estimator saver: `_checkpoint_saver` replaces it.
   run_config = tpu.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
-      config.num_replicas, config.iterations_per_checkpoint,
-      config.keep_checkpoint_max, config.tpu, config.tpu_zone,
-      config.gcp_project, config.seed)
+      config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
+      config.tpu_zone, config.gcp_project, config.seed)
   return tpu.make_estimator(search.make_model_fn(config, model_spec),
                             run_config, config.use_tpu,
                             config.train_batch_size)
 
 
-def _input_fn(config: SearchConfig):
+def _checkpoint_saver(config: SearchConfig,
+                      write_graph: bool) -> model_dir_lib.CheckpointSaver:
+  """The search's checkpoint saver; the estimator's own would write the
+  graph into the events on every start."""
+  saver = model_dir_lib.CheckpointSaver(
+      config.model_dir, config.iterations_per_checkpoint, write_graph)
+  if config.use_tpu:
+    # A session run is a whole host loop on TPU.
+    saver._set_steps_per_run(config.tpu_iterations_per_loop)  # pylint: disable=protected-access
+  return saver
+
+
+def search_input_fn(config: SearchConfig) -> data.SearchInputFn:
+  """The input function of a search: training and validation batches."""
   return data.SearchInputFn(
       config.dataset, config.data_dir, config.image_size,
       validation_batch_multiplier=int(config.rl_batch_size_multiplier),
       transpose_input=config.use_tpu, seed=config.seed)
 
 
+def non_finite_loss_error(model_dir: str,
+                          steps: tpu.StepTracker) -> NonFiniteLossError:
+  """The one-line error for a run stopped by a non-finite loss.
+
+  If the newest checkpoint holds NaN or inf, this also rewinds the checkpoint
+  state to the newest all-finite one (`resume_from`), so that rerunning the
+  same command resumes from a good state instead of failing again at once.
+
+  Args:
+    model_dir: the run's model directory.
+    steps: the tracker that saw the failed session run.
+  """
+  first, last = steps.last_run_steps or (0, 0)
+  where = (f'at step {last}' if first == last else
+           f'near step {last} (TPU host loop of steps {first}-{last})')
+  lower = 'a lower --model_learning_rate (or --rl_learning_rate)'
+  good = model_dir_lib.newest_intact(model_dir, require_finite=True)
+  latest = tf.train.latest_checkpoint(model_dir)
+  if good is None and latest is None:
+    advice = (f'no checkpoint was written; rerun the same command with '
+              f'{lower} to start over')
+  elif good is None:
+    advice = (f'no checkpoint in {model_dir} is all finite; rerun with a new '
+              f'--model_dir and {lower}')
+  else:
+    note = ''
+    if good != latest:
+      model_dir_lib.resume_from(model_dir, good)
+      note = ' (newer checkpoints hold NaN or inf; a rerun skips them)'
+    advice = (f'newest all-finite checkpoint: {good}{note}; rerun the same '
+              f'command with {lower} to resume from it')
+  return NonFiniteLossError(f'the loss became NaN or infinite {where}; '
+                            f'{advice}')
+
+
+def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
+           hooks: List[tf1.train.SessionRunHook], write_graph: bool) -> None:
+  """Trains from the latest checkpoint to `config.total_steps`."""
+  total = config.total_steps
+  log_every = config.log_every_steps or max(1, min(
+      config.tpu_iterations_per_loop, total // 20 or 1))
+  progress = tpu.ProgressHook(total, config.train_batch_size, log_every)
+  steps = tpu.StepTracker(
+      config.tpu_iterations_per_loop if config.use_tpu else 1, total)
+  began = time.time()
+  logging.info('Building the search graph (about a minute on a CPU for a '
+               'full space); progress is logged every %d steps', log_every)
+  try:
+    # The saver runs first, so a checkpoint due at a step is written before
+    # any later hook can stop the run.
+    _make_estimator(config, model_spec).train(
+        input_fn, max_steps=total,
+        hooks=[_checkpoint_saver(config, write_graph), progress, steps] + hooks,
+        saving_listeners=[tpu.CheckpointLogger()])
+  except tf1.train.NanLossDuringTrainingError:
+    # The model_fn reports NaN whenever either loss is NaN or +-inf.
+    raise non_finite_loss_error(config.model_dir, steps) from None
+  logging.info('Search reached step %d in %s', total,
+               tpu.format_seconds(time.time() - began))
+
+
 def run_search(config: SearchConfig, model_spec: Any,
-               hooks: Optional[List[tf.compat.v1.train.SessionRunHook]] = None
-               ) -> analysis.Analysis:
+               hooks: Optional[List[tf1.train.SessionRunHook]] = None,
+               input_fn: Optional[Callable] = None,
+               resume_from: Optional[str] = None) -> analysis.Analysis:
   """Runs (or resumes) a search to `config.total_steps`.
 
   Args:
     config: the validated config.
     model_spec: the search space's spec.
     hooks: extra session hooks (tests use them to interrupt a run).
+    input_fn: the TPUEstimator input function; default:
+      `search_input_fn(config)` (tests wrap it to inject faults).
+    resume_from: a checkpoint of the model dir to continue from instead of
+      the latest (e.g. the newest intact one when the latest is damaged).
 
   Returns:
     The architecture the controller prefers at the end (argmax of its
-    logits, SPEC.md section 7), as `analyze_search` reports it.
+    logits, docs/method.md section 7), as `analyze_search` reports it.
 
   Raises:
-    ConfigError: if the model dir holds an incompatible search.
-    NonFiniteLossError: if the loss stopped being finite.
+    ConfigError: if the model dir holds an incompatible search;
+      `model_dir.ModelDirError` (a ConfigError) if another run holds it or
+      its checkpoints are damaged. Nothing is written then.
+    NonFiniteLossError: if either loss became NaN or +-inf; the newest
+      all-finite checkpoint is then the one a rerun resumes from.
   """
-  resumed = config_lib.write_or_check(config,
-                                      serialization.dumps(model_spec, indent=1))
-  start = tpu.latest_step(config.model_dir)
-  total = config.total_steps
-  logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
-               'Resuming' if resumed else 'Starting', config.search_space,
-               config.model_dir, start, total, config.train_batch_size)
-  if start < total:
-    log_every = config.log_every_steps or max(1, min(
-        config.tpu_iterations_per_loop, total // 20 or 1))
-    progress = tpu.ProgressHook(total, config.train_batch_size, log_every)
-    began = time.time()
-    logging.info('Building the search graph (about a minute on a CPU for a '
-                 'full space); progress is logged every %d steps', log_every)
-    try:
-      _make_estimator(config, model_spec).train(
-          _input_fn(config), max_steps=total,
-          hooks=[progress] + list(hooks or []),
-          saving_listeners=[tpu.CheckpointLogger()])
-    except tf.compat.v1.train.NanLossDuringTrainingError:
-      good = tf.train.latest_checkpoint(config.model_dir)
-      raise NonFiniteLossError(
-          f'the loss became NaN or infinite near step '
-          f'{tpu.latest_step(config.model_dir)}; the run stopped and the last '
-          f'good checkpoint ({good or "none"}) is intact; lower '
-          '--model_learning_rate and rerun to resume') from None
-    logging.info('Search reached step %d in %s', total,
-                 tpu.format_seconds(time.time() - began))
+  with model_dir_lib.exclusive(config.model_dir) as lock:
+    # Everything is checked before anything is written.
+    model_dir_lib.check(config.model_dir, resume_from)
+    resumed = config_lib.write_or_check(
+        config, serialization.dumps(model_spec, indent=1))
+    lock.record_holder()
+    if resume_from:
+      model_dir_lib.resume_from(config.model_dir, resume_from)
+    model_dir_lib.remove_stale_temp_dirs(config.model_dir)
+    summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
+    start = tpu.latest_step(config.model_dir)
+    logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
+                 'Resuming' if resumed else 'Starting', config.search_space,
+                 config.model_dir, start, config.total_steps,
+                 config.train_batch_size)
+    if start < config.total_steps:
+      # The graph goes into the events once, on a run's first start.
+      _train(config, model_spec, input_fn or search_input_fn(config),
+             list(hooks or []), write_graph=start == 0 and not resumed)
+    return _write_result(config)
+
+
+def _write_result(config: SearchConfig) -> analysis.Analysis:
+  """Analyses the finished search and writes search_result.json."""
   result = analysis.analyze(config.model_dir)
   with tf.io.gfile.GFile(os.path.join(config.model_dir, RESULT_FILENAME),
                          'w') as f:
     f.write(json.dumps(result.to_dict(), indent=2))
   return result
-

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 StepLike = Union[int, tf.Tensor]
 
-# Controller Adam (SPEC.md section 5): no first-moment averaging.
+# Controller Adam (docs/method.md section 5): no first-moment averaging.
 CONTROLLER_ADAM_BETA1 = 0.0
 CONTROLLER_ADAM_BETA2 = 0.999
 CONTROLLER_ADAM_EPSILON = 1e-8
@@ -35,7 +35,7 @@ def cosine_with_warmup(step: StepLike, base_lr: float, total_steps: int,
                        warmup_steps: int) -> tf.Tensor:
   """Linear warm-up from 0 to `base_lr`, then cosine decay to 0.
 
-  SPEC.md section 6 (warm-up over the first 2.5% of steps): lr = base_lr *
+  docs/method.md section 6 (warm-up over the first 2.5% of steps): lr = base_lr *
   step / warmup_steps before `warmup_steps`, then base_lr * (1 + cos(pi * p))
   / 2 with p going 0 -> 1 from `warmup_steps` to `total_steps` (cosine decay:
   Loshchilov & Hutter 2017, eq. 5, without restarts). 0 from `total_steps`.
@@ -65,7 +65,7 @@ def cosine_with_warmup(step: StepLike, base_lr: float, total_steps: int,
 
 def rl_learning_rate(step: StepLike, base_lr: float, total_steps: int,
                      delay_steps: int, use_exponential: bool) -> tf.Tensor:
-  """The controller's learning rate (SPEC.md section 5).
+  """The controller's learning rate (docs/method.md section 5).
 
   0 before `delay_steps` (the shared weights train alone first); from then on
   `base_lr`, multiplied by 10^p when `use_exponential`, with p going 0 -> 1
@@ -91,7 +91,7 @@ def rl_learning_rate(step: StepLike, base_lr: float, total_steps: int,
 def linear_decay_prob(step: StepLike, warmup_steps: int) -> tf.Tensor:
   """Warm-up probability: 1 at step 0, linearly to 0 at `warmup_steps`.
 
-  Used for p_ops and p_filters (SPEC.md section 5). 0 from `warmup_steps`
+  Used for p_ops and p_filters (docs/method.md section 5). 0 from `warmup_steps`
   on, and always 0 when `warmup_steps` is 0 (no warm-up).
 
   Args:
@@ -108,7 +108,7 @@ def linear_decay_prob(step: StepLike, warmup_steps: int) -> tf.Tensor:
 
 def controller_optimizer(
     learning_rate: Union[float, tf.Tensor]) -> tf.compat.v1.train.Optimizer:
-  """Adam with beta1 = 0, beta2 = 0.999, epsilon = 1e-8 (SPEC.md section 5)."""
+  """Adam with beta1 = 0, beta2 = 0.999, epsilon = 1e-8 (docs/method.md section 5)."""
   return tf.compat.v1.train.AdamOptimizer(
       learning_rate, beta1=CONTROLLER_ADAM_BETA1, beta2=CONTROLLER_ADAM_BETA2,
       epsilon=CONTROLLER_ADAM_EPSILON)

@@ -3,7 +3,7 @@
 A model spec is a tree of frozen dataclasses, lists, tuples, dicts and scalars
 in which some nodes are `OneOf` decisions. Every decision has a stable path
 (`blocks/2/layers/1/layer/choices/0/kernel_size`) and a per-tag name
-(`op_indices_7`), both fixed by one traversal order (SPEC.md section 1):
+(`op_indices_7`), both fixed by one traversal order (docs/method.md section 1):
 depth first, dataclass fields in declaration order, list items in order, dict
 keys sorted, and the choices of a OneOf (with everything nested inside them)
 before the OneOf itself. This module does not import TensorFlow.
@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Sequence, Tuple
 
 from tunas_search import serialization
 
-# Decision tags (SPEC.md section 1). `op` decisions pick an operation (kernel
+# Decision tags (docs/method.md section 1). `op` decisions pick an operation (kernel
 # size, skip, squeeze-excite); `filters` decisions pick a width.
 OP = 'op'
 FILTERS = 'filters'
@@ -71,7 +71,7 @@ class Decision(NamedTuple):
 
   @property
   def tag_name(self) -> str:
-    """Per-tag counter name, e.g. `op_indices_7` (SPEC.md section 1)."""
+    """Per-tag counter name, e.g. `op_indices_7` (docs/method.md section 1)."""
     return f'{self.tag}_indices_{self.tag_index}'
 
 

@@ -1,34 +1,40 @@
 """The search model_fn: one TuNAS step, read top to bottom like the paper.
 
-Each step (Bender et al. 2020, section 3; SPEC.md sections 5-6):
+Each step (Bender et al. 2020, section 3; docs/method.md):
   1. the controller samples an architecture (one mask per decision),
   2. the shared weights take one RMSProp step on a training batch through
-     that architecture,
-  3. after the weight update (gradient-sync barrier) the same architecture
-     is scored on a held-out validation batch,
+     that architecture, decayed only where the architecture uses them,
+  3. the same architecture is scored on a held-out validation batch, with
+     the weights read before this step's update (`pre_update`, as the
+     released TuNAS) or after it (`post_update`),
   4. accuracy and the estimated cost become a reward; the cross-replica mean
      reward feeds an EMA baseline,
-  5. the controller takes one REINFORCE/Adam step, which increments the
-     global step.
-Every scalar and every controller logit goes to TensorBoard via host_call.
+  5. the controller takes one REINFORCE step with TuNAS's cross-replica Adam,
+     which increments the global step.
+Every scalar, every controller logit and every choice probability goes to
+TensorBoard via host_call, logged under the step number after the step.
 """
 
+import contextlib
 from typing import Any, Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
 
 from tunas_search import controller
+from tunas_search import controller_adam
 from tunas_search import cost_models
 from tunas_search import rewards
 from tunas_search import schedules
 from tunas_search import schema
+from tunas_search import summaries
 from tunas_search import supernet
 from tunas_search import tpu
 from tunas_search.config import SearchConfig
 from tunas_search.data import untranspose_images
 
 tf1 = tf.compat.v1
-CONTROLLER_SCOPE = 'rlcontroller'
+# Variable scope of the controller's logits, baseline and Adam slots.
+CONTROLLER_SCOPE = controller.DEFAULT_SCOPE
 
 
 class _Batch(NamedTuple):
@@ -58,7 +64,7 @@ def _sampling_seed(config: SearchConfig,
   Every TPU core runs the same program with the same graph-level seed, so a
   stateful random op would draw the same architecture on every core. Mixing
   the replica id into a stateless seed gives each core its own architecture
-  every step (SPEC.md section 5).
+  every step (docs/method.md section 5).
   """
   if not config.use_tpu or config.num_replicas == 1:
     return None
@@ -69,12 +75,22 @@ def _sampling_seed(config: SearchConfig,
   return tf.stack([step, replica * 7919 + base])
 
 
-def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor):
-  """The weight-shared network with batch-statistics BN (SPEC.md section 4)."""
-  return supernet.build_network(
-      masked_spec, images, config.num_classes, is_training=True,
-      batch_norm_mode='batch',
-      dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32)
+def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
+             snapshots: Optional[Dict[str, tf.Tensor]],
+             decay: Optional[supernet.MaskedWeightDecay] = None):
+  """The weight-shared network with batch-statistics BN (docs/method.md).
+
+  With `snapshots`, every shared weight is read once per step into it and
+  both passes compute with those reads.
+  """
+  with contextlib.ExitStack() as stack:
+    if snapshots is not None:
+      stack.enter_context(supernet.reading_snapshots(snapshots))
+    return supernet.build_network(
+        masked_spec, images, config.num_classes, is_training=True,
+        batch_norm_mode='batch',
+        dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32,
+        decay=decay)
 
 
 def _model_variables() -> List[tf.Variable]:
@@ -82,62 +98,104 @@ def _model_variables() -> List[tf.Variable]:
           if not v.name.startswith(CONTROLLER_SCOPE + '/')]
 
 
+def _all_finite(loss: tf.Tensor, grads_and_vars) -> tf.Tensor:
+  """Whether the loss and every gradient are free of NaN and +-inf.
+
+  The gradients are checked too: with oneDNN, a NaN input can come out of a
+  convolution as zeros, giving a finite loss but NaN gradients.
+  """
+  checks = [tf.math.is_finite(loss)]
+  for g, _ in grads_and_vars:
+    if g is not None:
+      values = g.values if isinstance(g, tf.IndexedSlices) else g
+      checks.append(tf.reduce_all(tf.math.is_finite(values)))
+  return tf.reduce_all(tf.stack(checks))
+
+
 def _finite_or_zero(grads_and_vars, finite: tf.Tensor):
-  """Zeroes all gradients of a step whose loss is not finite.
+  """Zeroes all gradients of a step whose loss or gradients are not finite.
 
   The step then leaves the weights finite, so a checkpoint written at the
   step where the run stops on a NaN loss is still a good one.
   """
-  return [(tf.where(finite, g, tf.zeros_like(g)), v)
-          for g, v in grads_and_vars if g is not None]
+  return [(None if g is None else tf.where(finite, g, tf.zeros_like(g)), v)
+          for g, v in grads_and_vars]
 
 
-def _with_barrier(grads_and_vars):
-  """Gradient-sync barrier: no gradient is applied before all exist."""
-  grads = [g for g, _ in grads_and_vars]
-  with tf.control_dependencies(grads):
-    return [(tf.identity(g), v) for g, v in grads_and_vars]
+def _nan_unless_finite(loss: tf.Tensor, *others: tf.Tensor) -> tf.Tensor:
+  """`loss`, or NaN when it or any of `others` is NaN or +-inf.
+
+  TPUEstimator stops a run whose reported loss is NaN (NanTensorHook, on CPU
+  and on TPU) but lets +-inf through, and the controller's loss is not
+  reported at all; mapping every non-finite case to NaN makes one check cover
+  both losses, whatever a CPU's overflow produces.
+  """
+  finite = tf.reduce_all([tf.math.is_finite(x) for x in (loss,) + others])
+  return tf.where(finite, loss, tf.constant(float('nan'), loss.dtype))
+
+
+def _after(grads_and_vars, deps: List[tf.Tensor]):
+  """The gradients, available only once every tensor in `deps` is.
+
+  With all gradients in `deps` this is the gradient-sync barrier: no weight
+  is updated before every gradient exists. With the weight snapshots in
+  `deps`, no weight is updated before every snapshot has been read.
+  """
+  if not deps:
+    return grads_and_vars
+  with tf.control_dependencies(deps):
+    return [(None if g is None else tf.identity(g), v)
+            for g, v in grads_and_vars]
 
 
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
-                        global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
+                        step: tf.Tensor,
+                        snapshots: Optional[Dict[str, tf.Tensor]]
+                        ) -> Dict[str, tf.Tensor]:
   """Trains the shared weights on the training batch; returns its tensors."""
-  logits = _network(config, masked_spec, batch.train_images)
+  decay = supernet.MaskedWeightDecay()
+  logits = _network(config, masked_spec, batch.train_images, snapshots, decay)
   one_hot = tf.one_hot(batch.train_labels, config.num_classes)
   empirical_loss = tf1.losses.softmax_cross_entropy(
       one_hot, logits, label_smoothing=config.label_smoothing)
   variables = _model_variables()
-  regularization_loss = supernet.regularization_loss(config.weight_decay,
-                                                     variables)
+  # Only what the sampled architecture uses is decayed (docs/method.md).
+  regularization_loss = decay.loss(config.weight_decay)
   loss = empirical_loss + regularization_loss
   learning_rate = schedules.cosine_with_warmup(
-      global_step, config.scaled_model_learning_rate, config.total_steps,
+      step, config.scaled_model_learning_rate, config.total_steps,
       config.fraction_steps(config.model_warmup_steps_fraction))
-  optimizer = tpu.maybe_cross_shard(tf1.train.RMSPropOptimizer(
-      learning_rate, decay=config.model_rmsprop_decay,
-      momentum=config.model_momentum, epsilon=config.model_rmsprop_epsilon),
-                                    config.use_tpu)
+  optimizer = tpu.model_optimizer(config, learning_rate)
   grads_and_vars = optimizer.compute_gradients(loss, var_list=variables)
-  grads_and_vars = _finite_or_zero(grads_and_vars, tf.math.is_finite(loss))
+  finite = _all_finite(loss, grads_and_vars)
+  grads_and_vars = _finite_or_zero(grads_and_vars, finite)
+  deps = list(snapshots.values()) if snapshots else []
   if config.use_gradient_sync_barrier:
-    grads_and_vars = _with_barrier(grads_and_vars)
+    deps += [g for g, _ in grads_and_vars if g is not None]
+  grads_and_vars = _after(grads_and_vars, deps)
   train_op = optimizer.apply_gradients(grads_and_vars)  # No global step here.
+  # A step with non-finite gradients reports a NaN loss, so the run stops.
+  loss = tf.where(finite, loss, tf.constant(float('nan'), loss.dtype))
   return {'train_op': train_op, 'loss': loss, 'empirical_loss': empirical_loss,
           'regularization_loss': regularization_loss,
           'learning_rate': learning_rate}
 
 
 def _validation_accuracy(config: SearchConfig, masked_spec: Any, batch: _Batch,
-                         after: tf.Operation) -> tf.Tensor:
+                         after: tf.Operation,
+                         snapshots: Optional[Dict[str, tf.Tensor]]
+                         ) -> tf.Tensor:
   """Top-1 accuracy of the sampled architecture on the validation batch.
 
-  With the barrier on, every op of this pass (including the variable reads)
-  is created under a control dependency on the weight update, so the
-  controller sees the accuracy measured after the update (SPEC.md section 5).
+  `pre_update` (snapshots given): the pass computes with the weights read
+  before this step's update, as the released TuNAS does, and need not wait
+  for the update. `post_update` with the barrier on: every op of the pass
+  (including the variable reads) runs after the weight update.
   """
-  deps = [after] if config.use_gradient_sync_barrier else []
-  with tf.control_dependencies(deps):
-    logits = _network(config, masked_spec, batch.validation_images)
+  wait = snapshots is None and config.use_gradient_sync_barrier
+  with tf.control_dependencies([after] if wait else []):
+    logits = _network(config, masked_spec, batch.validation_images,
+                      snapshots)
     correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
                        batch.validation_labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
@@ -149,12 +207,10 @@ def _validation_accuracy(config: SearchConfig, masked_spec: Any, batch: _Batch,
 def _reward(config: SearchConfig, masked_spec: Any,
             accuracy: tf.Tensor) -> Dict[str, tf.Tensor]:
   """Accuracy plus the cost adjustment of the configured cost model."""
-  if config.cost_model == 'none':
+  if config.cost_model == cost_models.NONE:
     return {'reward': accuracy}
   model = cost_models.get(config.cost_model)
-  context = cost_models.CostContext(
-      space_name=config.cost_model_space, image_size=config.image_size,
-      num_classes=config.num_classes, input_channels=config.input_channels)
+  context = cost_models.context_for(config)
   cost = tf.cast(model.tf_cost(masked_spec, context), tf.float32)
   terms = rewards.compute_reward(
       config.rl_reward_function, accuracy, cost, config.rl_cost_model_target,
@@ -165,42 +221,91 @@ def _reward(config: SearchConfig, masked_spec: Any,
 
 
 def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
-                     reward: tf.Tensor,
-                     global_step: tf.Tensor) -> Dict[str, tf.Tensor]:
-  """REINFORCE with a cross-replica EMA baseline; increments the global step."""
-  step_baseline = tpu.cross_replica_mean(reward, config.num_replicas,
-                                         config.use_tpu)
+                     reward: tf.Tensor, step: tf.Tensor,
+                     global_step: tf.Variable) -> Dict[str, tf.Tensor]:
+  """REINFORCE with a cross-replica EMA baseline; increments the global step.
+
+  `step` is the global step read at the start of this step.
+  """
+  def mean(x):
+    return tpu.cross_replica_mean(x, config.num_replicas, config.use_tpu)
+
+  step_baseline = mean(reward)
   baseline = rewards.ema_baseline(step_baseline, config.rl_baseline_momentum,
                                   scope=CONTROLLER_SCOPE + '/baseline')
   advantage = reward - baseline
-  loss = rewards.reinforce_loss(sample.log_prob, advantage, sample.entropy,
-                                config.rl_entropy_regularization)
+  # The REINFORCE term goes through Adam, the entropy bonus through a plain
+  # gradient step (docs/method.md, "Controller").
+  empirical_loss = rewards.reinforce_loss(sample.log_prob, advantage,
+                                          sample.entropy, 0.0)
+  entropy_loss = -config.rl_entropy_regularization * sample.entropy
+  loss = empirical_loss + entropy_loss
   learning_rate = schedules.rl_learning_rate(
-      global_step, config.scaled_rl_learning_rate, config.total_steps,
+      step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  optimizer = tpu.maybe_cross_shard(
-      schedules.controller_optimizer(learning_rate), config.use_tpu)
-  grads_and_vars = optimizer.compute_gradients(loss, var_list=logits)
-  grads_and_vars = _finite_or_zero(grads_and_vars, tf.math.is_finite(loss))
-  train_op = optimizer.apply_gradients(grads_and_vars, global_step=global_step)
-  return {'train_op': train_op, 'empirical_loss': -tf.stop_gradient(
-      advantage) * sample.log_prob, 'entropy_loss':
-          -config.rl_entropy_regularization * sample.entropy,
+  grads = list(zip(tf.gradients(empirical_loss, logits), logits))
+  finite = _all_finite(loss, grads)
+  grads = _finite_or_zero(grads, finite)
+  entropy_grads = None
+  if config.rl_entropy_regularization:
+    entropy_grads = [g for g, _ in _finite_or_zero(
+        zip(tf.gradients(entropy_loss, logits), logits), finite)]
+  train_op = controller_adam.apply_adam(
+      grads, learning_rate, mean, extra_grads=entropy_grads,
+      global_step=global_step, scope=CONTROLLER_SCOPE + '/adam')
+  return {'train_op': train_op, 'loss': loss,
+          'empirical_loss': empirical_loss, 'entropy_loss': entropy_loss,
           'entropy': sample.entropy, 'log_prob': sample.log_prob,
           'step_baseline': step_baseline, 'baseline': baseline,
           'advantage': advantage, 'learning_rate': learning_rate}
 
 
 def logit_summaries(decisions: List[schema.Decision],
-                    logits: List[tf.Variable]) -> Dict[str, tf.Tensor]:
-  """`rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>`."""
+                    logits: List[tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """The controller's logits and choice probabilities as scalar summaries.
+
+  `rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>` (TuNAS's
+  tag names) for every decision, and `rlprobs/<path>/<choice name>` (the
+  softmax of the logits, as `analyze_search` reports them) for every decision
+  with more than one choice (`summaries.prob_tags`).
+
+  Args:
+    decisions: `schema.decisions(spec)`.
+    logits: one float32 [num_choices] variable or tensor per decision.
+  """
   out = {}
-  for d, var in zip(decisions, logits):
+  for d, values in zip(decisions, logits):
     for j in range(d.num_choices):
-      out[controller.path_logit_tag(d, j)] = var[j]
-      out[controller.tag_logit_tag(d, j)] = var[j]
+      out[controller.path_logit_tag(d, j)] = values[j]
+      out[controller.tag_logit_tag(d, j)] = values[j]
+    if summaries.is_charted(d):
+      probs = tf.nn.softmax(values)
+      out.update({tag: probs[j]
+                  for j, tag in enumerate(summaries.prob_tags(d))})
   return out
+
+
+def _summary_scalars(config: SearchConfig, decisions, logits, model, rl,
+                     reward, accuracy, p_ops, p_filters
+                     ) -> Dict[str, tf.Tensor]:
+  """Every scalar a step logs, with the logits read after its update."""
+  scalars = {f'model/{k}': v for k, v in model.items() if k != 'train_op'}
+  scalars.update({f'rlcontroller/{k}': v for k, v in rl.items()
+                  if k != 'train_op'})
+  scalars.update({f'rlcontroller/{k}': v for k, v in reward.items()})
+  scalars['rlcontroller/validation_accuracy'] = accuracy
+  scalars['rlcontroller/increase_ops_prob'] = p_ops
+  scalars['rlcontroller/increase_filters_prob'] = p_filters
+  if config.cost_model != cost_models.NONE:
+    scalars[summaries.COST_TARGET_TAG] = tf.constant(
+        config.rl_cost_model_target, tf.float32)
+  # Read after the controller's update: the values logged at step n are the
+  # ones the checkpoint of step n holds.
+  with tf.control_dependencies([rl['train_op']]):
+    updated = [v.read_value() for v in logits]
+  scalars.update(logit_summaries(decisions, updated))
+  return scalars
 
 
 def make_model_fn(config: SearchConfig, model_spec: Any):
@@ -217,43 +322,47 @@ def make_model_fn(config: SearchConfig, model_spec: Any):
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'a search only trains; got mode {mode!r}')
     global_step = tf1.train.get_or_create_global_step()
+    # One read for the whole step: every schedule and summary sees the step
+    # before the controller's increment.
+    step = global_step.read_value()
     batch = _unpack(features, labels, config)
 
     # 1. Sample an architecture.
     logits = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
-    p_ops = schedules.linear_decay_prob(global_step, config.fraction_steps(
+    p_ops = schedules.linear_decay_prob(step, config.fraction_steps(
         config.increase_ops_warmup_steps_fraction))
-    p_filters = schedules.linear_decay_prob(global_step, config.fraction_steps(
+    p_filters = schedules.linear_decay_prob(step, config.fraction_steps(
         config.increase_filters_warmup_steps_fraction))
     sample = controller.sample(
         decisions, logits, increase_ops_prob=p_ops,
         increase_filters_prob=p_filters, temperature=config.rl_temperature,
-        stateless_seed=_sampling_seed(config, global_step))
+        stateless_seed=_sampling_seed(config, step))
     masked_spec = schema.with_masks(
         model_spec, [tf.stop_gradient(m) for m in sample.masks])
 
-    # 2-3. Train the shared weights, then validate after the update.
-    model = _shared_weight_step(config, masked_spec, batch, global_step)
+    # 2-3. Train the shared weights and score the architecture.
+    snapshots = {} if config.validation_weights == 'pre_update' else None
+    model = _shared_weight_step(config, masked_spec, batch, step,
+                                snapshots)
     accuracy = _validation_accuracy(config, masked_spec, batch,
-                                    model['train_op'])
+                                    model['train_op'], snapshots)
     # 4-5. Reward, baseline and the controller update.
     reward = _reward(config, masked_spec, accuracy)
     rl = _controller_step(config, sample, logits, reward['reward'],
-                          global_step)
+                          step, global_step)
 
-    scalars = {f'model/{k}': v for k, v in model.items() if k != 'train_op'}
-    scalars.update({f'rlcontroller/{k}': v for k, v in rl.items()
-                    if k != 'train_op'})
-    scalars.update({f'rlcontroller/{k}': v for k, v in reward.items()})
-    scalars['rlcontroller/validation_accuracy'] = accuracy
-    scalars['rlcontroller/increase_ops_prob'] = p_ops
-    scalars['rlcontroller/increase_filters_prob'] = p_filters
-    scalars.update(logit_summaries(decisions, logits))
+    scalars = _summary_scalars(config, decisions, logits, model, rl, reward,
+                               accuracy, p_ops, p_filters)
     names, packed = tpu.pack_summaries(scalars)
-    host_call = tpu.make_host_call(config.model_dir, names, packed,
-                                   global_step, config.tpu_iterations_per_loop)
+    # Logged under the step number after this step (the global step the
+    # controller's update leaves, which names the checkpoint written after
+    # it), at every host loop, every checkpoint and the last step.
+    host_call = tpu.make_host_call(
+        config.model_dir, names, packed, step + 1,
+        [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
+        final_step=config.total_steps)
     return tf1.estimator.tpu.TPUEstimatorSpec(
-        mode=mode, loss=model['loss'],
+        mode=mode, loss=_nan_unless_finite(model['loss'], rl['loss']),
         train_op=tf.group(model['train_op'], rl['train_op']),
         host_call=host_call)
 

@@ -1,8 +1,8 @@
-"""Layer and network records that model specs are made of (SPEC.md sections 1-2).
+"""Layer and network records that model specs are made of (docs/method.md sections 1-2).
 
 Every record is a frozen dataclass registered for JSON serialisation. Field
 order is part of the format: it fixes the traversal order of decisions and the
-feature layout of the Pixel-1 cost model (COST_MODEL.md section 2), so new
+feature layout of the Pixel-1 cost model (docs/cost_models.md), so new
 fields may only be appended.
 
 Width conventions, shared by the builder and the cost models:
@@ -21,20 +21,20 @@ from typing import Any, Tuple, Union
 from tunas_search import serialization
 from tunas_search.schema import OneOf
 
-# Activation names understood by the builder (SPEC.md section 1).
+# Activation names understood by the builder (docs/method.md section 1).
 ACTIVATIONS = ('relu', 'relu6', 'swish6', 'sigmoid', 'identity')
 
 
 def scale_filters(filters: int, multiplier: float, base: int = 8) -> int:
   """Rounds `filters * multiplier` half-up to a multiple of `base`, >= base.
 
-  SPEC.md section 1 ("Width rounding").
+  docs/method.md section 1 ("Width rounding").
   """
   return max(base, base * int(filters * multiplier / base + 0.5))
 
 
 def make_divisible(value: float, divisor: int = 8) -> int:
-  """Squeeze-excite width rounding (SPEC.md section 1, from MobileNetV3).
+  """Squeeze-excite width rounding (docs/method.md section 1, from MobileNetV3).
 
   Rounds to the nearest multiple of `divisor` (at least `divisor`) and adds one
   `divisor` when that lost more than 10% of `value`.
@@ -69,7 +69,7 @@ class Conv:
 @serialization.register
 @dataclasses.dataclass(frozen=True)
 class SeparableConv:
-  """Depthwise k x k -> BN -> activation -> 1x1 conv -> BN (SPEC.md section 2)."""
+  """Depthwise k x k -> BN -> activation -> 1x1 conv -> BN (docs/method.md section 2)."""
   kernel_size: Union[int, OneOf]
   strides: int = 1
   activation: str = 'relu'
@@ -81,7 +81,7 @@ class SeparableConv:
 @serialization.register
 @dataclasses.dataclass(frozen=True)
 class DepthwiseBottleneck:
-  """Inverted bottleneck (SPEC.md section 2).
+  """Inverted bottleneck (docs/method.md section 2).
 
   1x1 expand -> BN -> act -> depthwise k x k (stride) -> BN -> act ->
   [squeeze-excite] -> 1x1 project -> BN. Not residual by itself: wrap it in

@@ -5,10 +5,12 @@ identities and no TPU op is created, so the same model_fn runs everywhere.
 """
 
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
+
+from tunas_search.config import TrainingFields
 
 tf1 = tf.compat.v1
 
@@ -29,6 +31,24 @@ def maybe_cross_shard(optimizer: tf1.train.Optimizer,
   return optimizer
 
 
+def model_optimizer(config: TrainingFields,
+                    learning_rate: Union[float, tf.Tensor]
+                    ) -> tf1.train.Optimizer:
+  """The model weights' RMSProp (docs/method.md section 6), cross-shard on TPU.
+
+  One recipe for the search's shared weights and for stand-alone training.
+
+  Args:
+    config: a search or train/eval config; reads `model_rmsprop_decay`,
+      `model_momentum`, `model_rmsprop_epsilon` and `use_tpu`.
+    learning_rate: float, or float32 scalar tensor (a schedule).
+  """
+  return maybe_cross_shard(tf1.train.RMSPropOptimizer(
+      learning_rate, decay=config.model_rmsprop_decay,
+      momentum=config.model_momentum, epsilon=config.model_rmsprop_epsilon),
+                           config.use_tpu)
+
+
 def pack_summaries(scalars: Dict[str, tf.Tensor]) -> Tuple[List[str], tf.Tensor]:
   """Stacks scalar summaries into one rank-1 float32 tensor for host_call.
 
@@ -44,35 +64,75 @@ def pack_summaries(scalars: Dict[str, tf.Tensor]) -> Tuple[List[str], tf.Tensor]
   return names, tf.reshape(packed, [1, -1])
 
 
+def should_record(step: tf.Tensor, every_n_steps: Union[int, Sequence[int]],
+                  final_step: Optional[int] = None) -> tf.Tensor:
+  """Whether `step` is a multiple of any of `every_n_steps` or `final_step`.
+
+  Args:
+    step: int64 scalar.
+    every_n_steps: one interval or several (e.g. the host loop and the
+      checkpoint interval).
+    final_step: a step always recorded (the last of a run), or None.
+
+  Returns:
+    A bool scalar.
+  """
+  if isinstance(every_n_steps, int):
+    every_n_steps = [every_n_steps]
+  checks = [tf.equal(step % n, 0) for n in every_n_steps]
+  if final_step is not None:
+    checks.append(tf.equal(step, final_step))
+  return tf.reduce_any(tf.stack(checks))
+
+
 def make_host_call(model_dir: str, names: Sequence[str], packed: tf.Tensor,
-                   global_step: tf.Tensor, every_n_steps: int):
+                   step: tf.Tensor, every_n_steps: Union[int, Sequence[int]],
+                   final_step: Optional[int] = None):
   """Builds the (fn, tensors) pair for TPUEstimatorSpec.host_call.
 
   The host function writes replica 0's values as TensorBoard scalars named
-  `names`, every `every_n_steps` steps (SPEC.md section 6).
+  `names` under the step number `step`, when `should_record(step,
+  every_n_steps, final_step)`, and flushes the events file at each such step,
+  so a run killed later loses none of them (docs/method.md section 6). Steps
+  that record nothing flush nothing.
+
+  Args:
+    model_dir: where the events file goes.
+    names: the scalar names, in packing order (`pack_summaries`).
+    packed: float32 [1, len(names)] from `pack_summaries`.
+    step: integer scalar tensor, the step number the values are logged at.
+    every_n_steps: record at multiples of this interval (or of any of these).
+    final_step: also record at this step.
   """
   names = list(names)
 
   def host_call_fn(step, values):
     step = step[0]
+    record = should_record(step, every_n_steps, final_step)
     writer = tf.summary.create_file_writer(model_dir, max_queue=1000)
-    with writer.as_default(), tf.summary.record_if(
-        tf.equal(step % every_n_steps, 0)):
+    with writer.as_default(), tf.summary.record_if(record):
       for i, name in enumerate(names):
         tf.summary.scalar(name, values[0, i], step=step)
-      return tf1.summary.all_v2_summary_ops()
+      ops = tf1.summary.all_v2_summary_ops()
+    with tf.control_dependencies(ops):
+      flush = tf.cond(record, lambda: tf.summary.flush(writer), tf.no_op)
+    return ops + [flush]
 
-  step = tf.reshape(tf.cast(global_step, tf.int64), [1])
+  step = tf.reshape(tf.cast(step, tf.int64), [1])
   return host_call_fn, [step, packed]
 
 
 def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
-                    num_shards: int, save_checkpoints_steps: int,
+                    num_shards: int, save_checkpoints_steps: Optional[int],
                     keep_checkpoint_max: int, tpu: Optional[str] = None,
                     tpu_zone: Optional[str] = None,
                     gcp_project: Optional[str] = None,
                     seed: Optional[int] = None) -> tf1.estimator.tpu.RunConfig:
-  """A TPU RunConfig; resolves the Cloud TPU by name only when `use_tpu`."""
+  """A TPU RunConfig; resolves the Cloud TPU by name only when `use_tpu`.
+
+  `save_checkpoints_steps=None` turns the estimator's own checkpoint saver
+  off, for a caller that passes its own (`model_dir.CheckpointSaver`).
+  """
   cluster = None
   if use_tpu:
     cluster = tf.distribute.cluster_resolver.TPUClusterResolver(
@@ -82,6 +142,8 @@ def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
       model_dir=model_dir,
       tf_random_seed=seed,
       save_checkpoints_steps=save_checkpoints_steps,
+      # Explicitly None: left out, it would default to every 600 s.
+      save_checkpoints_secs=None,
       keep_checkpoint_max=keep_checkpoint_max,
       log_step_count_steps=None,  # ProgressHook logs instead.
       save_summary_steps=None,  # Summaries go through host_call.
@@ -143,6 +205,41 @@ class ProgressHook(tf1.train.SessionRunHook):
                  100.0 * step / self._total, rate, rate * self._batch,
                  format_seconds(eta))
     self._last_logged = step
+
+
+class StepTracker(tf1.train.SessionRunHook):
+  """Knows which steps the latest session run covers, even when it failed.
+
+  TPUEstimator stops a run whose loss is NaN by raising from a hook's
+  `after_run`; the steps of the failed run are then `last_run_steps`. On CPU a
+  run is one step; on TPU it is one host loop of `steps_per_run` steps.
+  Steps are numbered like checkpoints: step n takes the global step from
+  n - 1 to n.
+  """
+
+  def __init__(self, steps_per_run: int, total_steps: int):
+    self._per_run = max(1, steps_per_run)
+    self._total = total_steps
+    self._done = 0
+    self.last_run_steps: Optional[Tuple[int, int]] = None
+
+  def begin(self):
+    self._step = tf1.train.get_global_step()
+
+  def after_create_session(self, session, coord):
+    del coord
+    self._done = int(session.run(self._step))
+
+  def before_run(self, run_context):
+    # Recorded before the run, so it is right whatever hook raises after it.
+    first = self._done + 1
+    self.last_run_steps = (first, min(self._done + self._per_run,
+                                      max(first, self._total)))
+
+  def after_run(self, run_context, run_values):
+    # A separate read: fetching the step alongside the train op could return
+    # its value from before or after the update.
+    self._done = int(run_context.session.run(self._step))
 
 
 def latest_step(model_dir: str) -> int:

@@ -1,4 +1,4 @@
-"""Stand-alone training and evaluation of one architecture (SPEC.md 7).
+"""Stand-alone training and evaluation of one architecture (docs/method.md section 7).
 
 The same calls run on Cloud TPU and on CPU (`use_tpu=False`) through
 TPUEstimator. A model dir holds `config.json` and the searched space's
@@ -20,6 +20,7 @@ from tunas_search import analysis
 from tunas_search import architecture
 from tunas_search import config as config_lib
 from tunas_search import data
+from tunas_search import model_dir as model_dir_lib
 from tunas_search import serialization
 from tunas_search import tpu
 from tunas_search.config import ConfigError
@@ -66,7 +67,7 @@ def results_path(model_dir: str, split: str) -> str:
 
 def architecture_from_search(search_dir: str
                              ) -> Tuple[config_lib.SearchConfig, Any, str]:
-  """The final architecture of a (possibly running) search (SPEC.md 7).
+  """The final architecture of a (possibly running) search (docs/method.md section 7).
 
   Returns:
     The search's config, its model spec and the canonical argmax
@@ -217,10 +218,22 @@ def run(config: TrainEvalConfig, model_spec: Any,
     The last evaluation, or None for 'train'.
 
   Raises:
-    ConfigError: bad indices, incompatible model dir, nothing to evaluate.
+    ConfigError: bad indices, incompatible model dir, nothing to evaluate;
+      `model_dir.ModelDirError` (a ConfigError) if another run holds the
+      model dir or its checkpoints are damaged.
     WarmStartError: if `init_from_search` cannot initialise the network.
   """
-  weights = prepare(config, model_spec)
+  with model_dir_lib.exclusive(config.model_dir) as lock:
+    model_dir_lib.check(config.model_dir)
+    weights = prepare(config, model_spec)
+    lock.record_holder()
+    model_dir_lib.remove_stale_temp_dirs(config.model_dir)
+    return _run_locked(config, model_spec, weights, hooks)
+
+
+def _run_locked(config: TrainEvalConfig, model_spec: Any,
+                weights: Optional[SearchWeights],
+                hooks: Hooks) -> Optional[EvalResult]:
   estimator = _estimator(config, model_spec, weights)
   if config.mode == 'evaluate':
     return _evaluate(estimator, config, model_spec)

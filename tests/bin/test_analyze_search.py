@@ -9,8 +9,10 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import search_spaces
+from bin import describe_arch
 from tests import test_analysis as fake
 from tunas_search import architecture
 from tunas_search import cost_models
@@ -19,12 +21,17 @@ from tunas_search import schema
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 TOOL = os.path.join(ROOT, 'bin', 'analyze_search.py')
+# Only stops a hung tool; not a speed requirement, so generous enough for a
+# slow, loaded machine (each run imports TensorFlow).
+HANG_GUARD_S = 600
 
 
 def run_tool(*args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  # As a user runs it: TensorFlow's log level left to the tool.
+  env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
   return subprocess.run([sys.executable, TOOL, *args], capture_output=True,
-                        text=True, env=env, cwd=ROOT, timeout=120)
+                        text=True, env=env, cwd=ROOT,
+                        timeout=HANG_GUARD_S)
 
 
 @pytest.fixture(scope='module')
@@ -36,7 +43,22 @@ def search_dir(tmp_path_factory):
   fake.write_search_files(model_dir, spec)
   fake.write_checkpoint(model_dir, decisions, logged[30], 30)
   fake.write_events(model_dir, decisions, logged)
+  write_graph_events(model_dir)
   return model_dir, spec, logged
+
+
+def write_graph_events(model_dir, runs=2):
+  """A graph per (re)start, as TPUEstimator writes them into the model dir.
+
+  TensorBoard's reader warns about each graph after the first ("Found more
+  than one graph event per run"); the tool must not pass that on.
+  """
+  for run in range(runs):
+    graph = tf.Graph()
+    with graph.as_default():  # FileWriter needs graph mode.
+      tf.constant(1.0)
+      tf.compat.v1.summary.FileWriter(
+          model_dir, graph=graph, filename_suffix=f'.run{run}').close()
 
 
 def test_json_and_plot(search_dir, tmp_path):
@@ -45,15 +67,21 @@ def test_json_and_plot(search_dir, tmp_path):
   done = run_tool(f'--model_dir={model_dir}', '--format=json',
                   f'--plot={plot}')
   assert done.returncode == 0, done.stderr
+  # Progress only: no TensorFlow start-up lines, no event-reader warnings.
+  (line,) = done.stderr.splitlines()
+  assert line.endswith(f'] Wrote {plot}')
   data = json.loads(done.stdout)
   expected = fake.expected_indices(spec, logged[30])
   assert data['architecture'] == architecture.format_indices(expected)
+  assert data['indices'] == list(expected)
   assert data['step'] == 30 and data['source'] == 'checkpoint'
   context = cost_models.CostContext(fake.SPACE, image_size=32, num_classes=10,
                                     input_channels=1)
   assert data['cost/pixel1_latency'] == cost_models.get(
       'pixel1_latency').cost(spec, expected, context)
   v = logged[30][0]
+  # float32 logits: the tool's softmax and this one round differently by a
+  # few float32 ulps (tests/test_analysis.py).
   np.testing.assert_allclose(data['decisions'][0]['probabilities'],
                              np.exp(v) / np.exp(v).sum(), rtol=1e-6)
   assert os.path.getsize(plot) > 10000
@@ -77,3 +105,18 @@ def test_missing_dir_is_a_one_line_error():
   assert done.stdout == ''
   assert done.stderr.strip().splitlines() == [
       'analyze_search.py: error: model dir /nonexistent/run does not exist']
+
+
+def test_json_keys_agree_with_describe_arch(search_dir):
+  model_dir, _, _ = search_dir
+  done = run_tool(f'--model_dir={model_dir}', '--format=json')
+  assert done.returncode == 0, done.stderr
+  data = json.loads(done.stdout)
+  described = describe_arch.describe(fake.SPACE, data['architecture'],
+                                     num_classes=10, image_size=32,
+                                     input_channels=1)
+  # `architecture`: the string; `indices`: its list of ints, in both.
+  for key in ('search_space', 'architecture', 'indices', 'block_string'):
+    assert data[key] == described[key], key
+  assert isinstance(data['architecture'], str)
+  assert all(isinstance(i, int) for i in data['indices'])

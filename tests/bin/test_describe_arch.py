@@ -1,6 +1,7 @@
 """Tests of bin/describe_arch.py: JSON and text output, one-line errors."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -16,6 +17,9 @@ from tunas_search import architecture
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _SCRIPT = os.path.join(_ROOT, 'bin', 'describe_arch.py')
+# Only stops a hung child process; not a speed requirement, so generous
+# enough for a slow, loaded machine.
+_HANG_GUARD_S = 600
 
 
 def _main(capsys, *args):
@@ -31,19 +35,25 @@ def test_json_for_mobilenet_v2(capsys):
   info = json.loads(_main(capsys, '--search_space=mobilenet_v2',
                           '--format=json'))
   assert set(info) == {
-      'search_space', 'indices', 'block_string', 'params', 'madds',
+      'search_space', 'architecture', 'indices', 'block_string', 'params',
+      'madds',
       'num_decisions', 'log10_space_size', 'cost/madds', 'cost/params',
       'cost/pixel1_latency'}
   assert info['search_space'] == 'mobilenet_v2'
-  assert info['indices'] == architecture.format_indices(
-      search_spaces.get('mobilenet_v2').default_indices())
+  default = search_spaces.get('mobilenet_v2').default_indices()
+  # As in analyze_search's JSON: the string and its list of ints.
+  assert info['architecture'] == architecture.format_indices(default)
+  assert info['indices'] == list(default)
   # Trainable parameters of tf.keras.applications.MobileNetV2(classes=1000).
   assert info['params'] == 3_504_872
   assert info['madds'] == 300_774_272
   assert info['cost/params'] == 3_504_872.0
   assert info['num_decisions'] == 73
-  # proxylessnas_enlarged_search: 10^28 (SPEC.md section 3).
+  # proxylessnas_enlarged_search: 10^28 (docs/method.md section 3), quoted to one
+  # decimal, hence half a unit of it.
   assert info['log10_space_size'] == pytest.approx(28.1, abs=0.05)
+  # Regression value of tests/cost_models/test_pixel1.py, quoted to 4
+  # decimals; the same numpy float64 computation.
   assert info['cost/pixel1_latency'] == pytest.approx(77.2223, abs=1e-3)
   if hasattr(architecture, 'block_string'):
     assert info['block_string'].startswith('32: conv3_s2')
@@ -55,6 +65,7 @@ def test_json_options_and_explicit_indices(capsys):
       capsys, '--search_space=proxylessnas_search', '--format=json',
       '--indices=' + architecture.format_indices(default),
       '--num_classes=1001'))
+  # Quoted to 4 decimals (tests/cost_models/test_pixel1.py).
   assert info['cost/pixel1_latency'] == pytest.approx(84.4162, abs=1e-3)
   assert info['params'] == 4_080_512 + 1281  # One more 1280-wide class.
 
@@ -99,7 +110,7 @@ def test_bad_input_is_a_one_line_usage_error(capsys, args, message):
 def test_script_exits_2_with_one_line_on_stderr():
   result = subprocess.run(
       [sys.executable, _SCRIPT, '--search_space=nope'], cwd=_ROOT,
-      capture_output=True, text=True, timeout=60, check=False)
+      capture_output=True, text=True, timeout=_HANG_GUARD_S, check=False)
   assert result.returncode == 2
   lines = result.stderr.strip().splitlines()
   assert len(lines) == 1, result.stderr
@@ -113,7 +124,10 @@ def test_measure_latency_reports_tflite_cpu_next_to_the_estimate(capsys):
                           '--format=json', '--measure_latency',
                           '--latency_runs=3', '--image_size=64'))
   measured = info[describe_arch.MEASURED_KEY]
-  assert 0 < info[describe_arch.MEASURED_MIN_KEY] <= measured < 5000
+  # Timings depend on the machine and its load: no time limit, only what
+  # holds everywhere.
+  assert math.isfinite(measured)
+  assert 0 <= info[describe_arch.MEASURED_MIN_KEY] <= measured
   # The estimate is reported unchanged next to the measurement.
   estimate = describe_arch.describe('proxylessnas_mobile', image_size=64)
   assert info['cost/pixel1_latency'] == estimate['cost/pixel1_latency']
@@ -126,6 +140,6 @@ def test_default_path_does_not_import_tensorflow():
           'describe_arch.describe("mobilenet_v2"); '
           'print("tensorflow" in sys.modules)')
   result = subprocess.run([sys.executable, '-c', code], cwd=_ROOT,
-                          capture_output=True, text=True, timeout=60,
-                          check=True)
+                          capture_output=True, text=True,
+                          timeout=_HANG_GUARD_S, check=True)
   assert result.stdout.strip() == 'False'

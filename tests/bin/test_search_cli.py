@@ -1,6 +1,8 @@
-"""bin/search.py: bad input gives one line and exit 2 before anything is
-written; a killed search resumes when the same command is rerun (slow)."""
+"""bin/search.py: flags and presets become the right SearchConfig; bad input
+gives one line and exit 2 before anything is written; a killed search resumes
+when the same command is rerun (slow)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +11,8 @@ import time
 
 import pytest
 import tensorflow as tf
+
+from tunas_search.config import SearchConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
@@ -19,6 +23,92 @@ def _run(*flags, timeout=120):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
   return subprocess.run([sys.executable, SEARCH, *flags], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=timeout)
+
+
+# Parses each command line with bin/search.py's flags and prints the configs
+# build_config makes (or its one-line error), all in one Python process.
+_BUILD_CONFIGS = """
+import json, sys
+from bin import search
+search.define_flags()
+out = []
+for argv in json.loads(sys.argv[1]):
+  search.FLAGS.unparse_flags()
+  search.FLAGS(['search.py'] + argv)
+  try:
+    out.append(search.build_config().to_json())
+  except search.cli.UsageError as e:
+    out.append('error: ' + str(e))
+print(json.dumps(out))
+"""
+
+
+def _build_configs(command_lines):
+  """SearchConfig (or 'error: ...') per command line, nothing run."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  result = subprocess.run(
+      [sys.executable, '-c', _BUILD_CONFIGS, json.dumps(command_lines)],
+      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  return [SearchConfig.from_json(text) if text.startswith('{') else text
+          for text in json.loads(result.stdout.splitlines()[-1])]
+
+
+_V3 = '--search_space=mobilenet_v3_like_search'
+# (command line, expected use_bfloat16): auto is on for
+# mobilenet_v3_like_search only (docs/method.md section 2); the absl boolean
+# spellings still work.
+_BFLOAT16_CASES = [
+    ([], False),
+    ([_V3], True),
+    ([_V3, '--nouse_bfloat16'], False),
+    ([_V3, '--use_bfloat16=false'], False),
+    ([_V3, '--use_bfloat16=auto'], True),
+    (['--use_bfloat16'], True),
+    (['--use_bfloat16=true'], True),
+    (['--search_space=proxylessnas_enlarged_search'], False),
+]
+# (preset, search space, use_bfloat16, cost target): the original runs.
+_PRESETS = [
+    ('imagenet_mobilenet_v3_like_tpu', 'mobilenet_v3_like_search', True, 57),
+    ('imagenet_proxylessnas_tpu', 'proxylessnas_search', False, 84),
+    ('imagenet_proxylessnas_enlarged_tpu', 'proxylessnas_enlarged_search',
+     False, 84),
+]
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory):
+  model_dir = f'--model_dir={tmp_path_factory.mktemp("run")}'
+  lines = [[model_dir, *flags] for flags, _ in _BFLOAT16_CASES]
+  lines += [[model_dir, f'--flagfile=configs/{name}.cfg', '--tpu=x']
+            for name, *_ in _PRESETS]
+  configs = _build_configs(lines)
+  return configs[:len(_BFLOAT16_CASES)], configs[len(_BFLOAT16_CASES):]
+
+
+def test_use_bfloat16_auto_follows_the_search_space(built):
+  for (flags, expected), config in zip(_BFLOAT16_CASES, built[0]):
+    assert isinstance(config, SearchConfig), config
+    assert config.use_bfloat16 is expected, flags
+    # docs/method.md section 2: weight decay 3e-5 in bfloat16, else 4e-5.
+    assert config.weight_decay == (3e-5 if expected else 4e-5), flags
+
+
+def test_imagenet_presets_reproduce_the_original_runs(built):
+  for (name, space, bfloat16, target), config in zip(_PRESETS, built[1]):
+    assert isinstance(config, SearchConfig), (name, config)
+    assert config.search_space == space, name
+    # TuNAS's classifier has 1001 outputs (background class, docs/method.md section 2).
+    assert (config.dataset, config.num_classes) == ('imagenet1001', 1001)
+    assert config.num_train_examples == 1_231_121  # docs/method.md section 6.
+    assert config.use_bfloat16 is bfloat16, name
+    assert config.weight_decay == (3e-5 if bfloat16 else 4e-5), name
+    assert (config.rl_cost_model_target, config.cost_model) == (
+        target, 'pixel1_latency')
+    assert (config.train_batch_size, config.num_replicas,
+            config.total_steps) == (4096, 32, 27051)  # 90 epochs.
+    assert config.effective_cost_model_space == space
 
 
 @pytest.mark.parametrize('flags, message', [
@@ -38,6 +128,15 @@ def _run(*flags, timeout=120):
     (['--cost_model=flops'], "unknown cost model 'flops'"),
     (['--rl_reward_function=exp'], "unknown reward function 'exp'"),
     (['--max_steps=abc'], "flag --max_steps=abc"),
+    (['--increase_ops_warmup_steps_fraction=0.5'],
+     'increase_ops_warmup_steps_fraction=0.5 is larger than '
+     'rl_delay_steps_fraction=0.25'),
+    (['--save_checkpoints_steps=0'], 'save_checkpoints_steps must be '
+     'positive (or unset: every 5 host loops), got 0'),
+    (['--rl_learning_rate=nan'],
+     'rl_learning_rate must be a finite number, got nan'),
+    (['--use_bfloat16=maybe'],
+     "flag --use_bfloat16=maybe: 'maybe' is not auto, true or false"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   model_dir = tmp_path / 'run'
@@ -65,29 +164,38 @@ def test_model_dir_of_another_space_is_refused(tmp_path):
   assert sorted(os.listdir(tmp_path)) == ['config.json']
 
 
+# Runs bin/search.py in-process and SIGKILLs itself right after the
+# checkpoint of step argv[1] is saved: a kill at a known point, not a race
+# between a poll and the search's speed.
+_KILL_AFTER_CHECKPOINT = """
+import os, signal, sys
+sys.path.insert(0, os.getcwd())
+from tunas_search import tpu
+kill_step = int(sys.argv.pop(1))
+saved = tpu.CheckpointLogger.after_save
+def after_save(self, session, step):
+  saved(self, session, step)
+  if step == kill_step:
+    os.kill(os.getpid(), signal.SIGKILL)
+tpu.CheckpointLogger.after_save = after_save
+sys.argv[0] = 'search.py'
+from bin import search
+search.run()
+"""
+
+
 @pytest.mark.slow
 def test_killed_search_resumes_with_the_same_command(tmp_path):
   flags = ['--flagfile=configs/smoke_cpu.cfg', f'--model_dir={tmp_path}',
            '--image_size=28', '--max_steps=60', '--save_checkpoints_steps=20',
            '--tpu_iterations_per_loop=10']
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  proc = subprocess.Popen([sys.executable, SEARCH, *flags], cwd=ROOT, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  def saved_step():
-    checkpoint = tf.train.latest_checkpoint(str(tmp_path))
-    return int(checkpoint.rsplit('-', 1)[1]) if checkpoint else -1
-
-  # The Estimator saves step 0 at once; wait for a checkpoint of real work.
-  deadline = time.time() + 600
-  while time.time() < deadline and saved_step() < 20:
-    time.sleep(0.5)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  checkpoint = tf.train.latest_checkpoint(str(tmp_path))
-  assert checkpoint, 'no checkpoint before the kill'
-  killed = tf.train.load_checkpoint(checkpoint)
-  step = killed.get_tensor('global_step')
-  assert 0 < step < 60
+  killed = subprocess.run(
+      [sys.executable, '-c', _KILL_AFTER_CHECKPOINT, '20', *flags], cwd=ROOT,
+      env=env, capture_output=True, text=True, timeout=900)
+  assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+  checkpoint = tf.train.load_checkpoint(str(tmp_path))
+  assert checkpoint.get_tensor('global_step') == 20
   result = _run(*flags, timeout=900)
   assert result.returncode == 0, result.stderr[-2000:]
   assert 'Search at step 60' in result.stdout

@@ -4,6 +4,9 @@ import pytest
 
 import search_spaces
 from tunas_search import cost_models
+from tunas_search import schema
+from tunas_search.cost_models import analytic
+from tunas_search.schema import OP, OneOf
 from tunas_search.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
                                 GlobalAveragePool, Residual, SeparableConv,
@@ -123,3 +126,80 @@ def test_applies_to_any_tower():
   assert MADDS.applies('mobilenet_v3_large',
                        search_spaces.get('mobilenet_v3_large').spec())
   assert not MADDS.applies('x', Block((Conv(3),), 8))
+
+
+_CONTEXT = cost_models.CostContext(None, image_size=8, num_classes=2,
+                                   input_channels=1)
+
+
+def _both(tower, indices=()):
+  return (PARAMS.cost(tower, list(indices), _CONTEXT),
+          MADDS.cost(tower, list(indices), _CONTEXT))
+
+
+def test_layer_choice_weighs_every_choice_by_its_mask():
+  # 8x8x1 input, 8 output channels, 2 classes. conv3: 72 + 16 params, 72 * 64
+  # madds; conv5: 200 + 16, 200 * 64. Classifier: 8 * 2 + 2 = 18; 16 madds.
+  tower = ConvTower((Block((OneOf((Conv(3), Conv(5)), OP),), 8),))
+  assert _both(tower, [0]) == (88 + 18, 72 * 64 + 16)
+  assert _both(tower, [1]) == (216 + 18, 200 * 64 + 16)
+
+
+def test_choices_with_different_output_resolutions_are_refused():
+  tower = ConvTower((Block((OneOf((Conv(3), Conv(3, strides=2)), OP),), 8),))
+  with pytest.raises(ValueError) as error:
+    _both(tower, [0])
+  assert str(error.value) == (
+      'the choices of (Conv(kernel_size=3, strides=1, use_batch_norm=True), '
+      'Conv(kernel_size=3, strides=2, use_batch_norm=True)) give different '
+      'output resolutions [4, 8]')
+
+
+@pytest.mark.parametrize('strides', [2.0, True])
+def test_strides_must_be_an_int(strides):
+  tower = ConvTower((Block((Conv(3, strides=strides),), 8),))
+  with pytest.raises(TypeError) as error:
+    _both(tower)
+  assert str(error.value) == f'strides must be an int, got {strides!r}'
+
+
+def test_expansion_must_be_a_filter_multiplier():
+  tower = ConvTower((Block((DepthwiseBottleneck(3, 6.0),), 8),))
+  with pytest.raises(TypeError) as error:
+    _both(tower)
+  assert str(error.value) == ('expansion_filters must be a FilterMultiplier '
+                              '(or a OneOf of them), got 6.0')
+
+
+def test_only_conv_towers_are_counted():
+  with pytest.raises(TypeError) as error:
+    PARAMS.cost(Block((Conv(3),), 8), [], _CONTEXT)
+  assert str(error.value) == 'madds/params need a ConvTower spec, got Block'
+
+
+def test_expanded_widths_round_to_the_towers_filters_base():
+  # 12 input channels x 1.5 = 18: a multiple of 2 stays 18; base 8 gives 16.
+  def tower(base):
+    return ConvTower((Block((Conv(1),), 12),
+                      Block((DepthwiseBottleneck(1, FilterMultiplier(1.5)),),
+                            12)), filters_base=base)
+  # The bottleneck's params: expand 12e + BNs 4e + depthwise e + project 12e
+  # + 24 (e = expanded width); everything else is the same in both towers.
+  params_2, _ = _both(tower(2))
+  params_8, _ = _both(tower(8))
+  assert params_2 - params_8 == 29 * (18 - 16)
+
+
+def test_nested_mixture_costs_are_weighted_and_summed():
+  # Warm-up style masks (not one-hot) on the numpy path: the inner choice
+  # costs 0.5 x 2 params (a 1x1 conv, 1 -> 1 channel, with bias) = 1.0, and
+  # the outer choice must carry that 1.0 on, not drop it as a free choice.
+  inner = OneOf((Conv(1, use_batch_norm=False), Zero()), OP)
+  tower = ConvTower((Block((OneOf((inner, Zero()), OP),), 1),))
+  masked = schema.with_masks(tower, [[0.5, 0.5], [1.0, 0.0]])
+  context = cost_models.CostContext(None, image_size=1, num_classes=1,
+                                    input_channels=1)
+  params, madds = analytic.count(masked, context)
+  # Layer: 1.0 params, 0.5 madds; classifier on the 1-wide block: 1 + 1
+  # params, 1 madd.
+  assert (params, madds) == (3.0, 1.5)

@@ -18,6 +18,8 @@ def _ramp(height, width, channels=3):
 def test_normalize_numbers():
   image = tf.constant([[[0., 127.5, 255.]]])
   out = preprocessing.normalize(image, (0.5, 0.5, 0.5), (0.25, 0.5, 1.0))
+  # float32 (x / 255 - mean) / std: 127.5 / 255 is not exact in float32, so
+  # atol (an expected 0) of a few ulps.
   np.testing.assert_allclose(out.numpy(), [[[-2., 0., 0.5]]], atol=1e-6)
 
 
@@ -47,6 +49,9 @@ def test_inception_crop_area_and_aspect(seed):
   assert out.shape == (64, 64, 3)
   height = (out[..., 0].max() - out[..., 0].min()) * 64 / 63 + 1
   width = (out[..., 1].max() - out[..., 1].min()) * 64 / 63 + 1
+  # The uint8 ramp values give the window's sides to about a pixel each
+  # (bilinear sampling), hence 2 pixels per side on the area and 0.05 on the
+  # aspect ratio beyond Inception's [0.08, 1] area and [3/4, 4/3] aspect.
   assert 0.08 * 256 ** 2 - 2 * 256 * 2 <= height * width <= 256 ** 2 + 1
   assert 0.75 - 0.05 <= width / height <= 4 / 3 + 0.05
 
@@ -66,6 +71,7 @@ def test_preprocess_eval_of_embedded_is_plain_normalisation():
   image = tf.fill([28, 28, 1], tf.constant(255, tf.uint8))
   out = preprocessing.preprocess(image, tf.zeros([2], tf.int64), info=info,
                                  image_size=28, augment=False)
+  # (255 / 255 - 0.5) / 0.5 is exact in float32: default rtol=1e-7.
   np.testing.assert_allclose(out.numpy(), np.ones([28, 28, 1]))
 
 

@@ -55,7 +55,7 @@ def test_imagenet_info_and_test_split(tmp_path, requested_splits):
 def test_cifar10_splits_and_batches(tmp_path, requested_splits):
   with tfds.testing.mock_data(num_examples=8):
     input_fn = data.SearchInputFn('cifar10', str(tmp_path), 32,
-                                  num_validation=1000)
+                                  num_validation=1000, seed=0)
     features, labels = next(iter(input_fn({'batch_size': 2})))
   assert sorted(requested_splits) == [('cifar10', 'train[1000:]'),
                                       ('cifar10', 'train[:1000]')]

@@ -79,7 +79,7 @@ class LossRecorder(tf1.train.SessionRunHook):
 
 
 def test_analysis_is_the_argmax_of_the_checkpointed_logits(search_dir):
-  result = json.loads(analysis.format_json(analysis.analyze(search_dir)))
+  result = json.loads(analysis.analyze(search_dir).to_json())
   spec = tiny.tiny_spec()
   logits = controller.read_logit_values(search_dir, schema.decisions(spec))
   assert result['step'] == SEARCH_STEPS
@@ -101,9 +101,12 @@ def test_analysis_cost_equals_describe_arch(tmp_path):
   described = describe_arch.describe(space, result.architecture,
                                      num_classes=10, image_size=32,
                                      input_channels=1)
-  assert described['indices'] == result.architecture
+  assert described['architecture'] == result.architecture
+  assert described['indices'] == result.indices
   assert result.costs  # pixel1_latency, madds and params.
   for name, value in result.costs.items():
+    # The same float64 cost-model code in both tools: equal up to float64
+    # summation order at most.
     assert described[f'cost/{name}'] == pytest.approx(value, rel=1e-12)
 
 
@@ -138,7 +141,10 @@ def test_train_evaluate_and_export(search_dir, tmp_path):
     lite = export.run_tflite(f.read(), images)
   for key in ('logits', 'probabilities'):
     assert lite[key].shape == (8, 10)
+    # TFLite's kernels fold BN and accumulate in another order than TF's:
+    # float32 differences on O(1) values (tests/test_export.py).
     np.testing.assert_allclose(lite[key], served[key].numpy(), atol=1e-4)
+  # A float32 sum of 10 probabilities: a few ulps of 1.
   np.testing.assert_allclose(lite['probabilities'].sum(-1), 1.0, atol=1e-5)
 
 
@@ -153,6 +159,9 @@ def test_fine_tune_starts_lower_than_from_scratch(search_dir, tmp_path):
     losses[name] = recorder.losses
   assert len(losses['scratch']) == len(losses['inherited']) == 3
   # A fresh classifier (N(0, 0.01)) predicts ~uniformly: loss ~ log(10).
+  # Its logits are ~0.01 x the O(1) features, which moves the loss by a few
+  # hundredths at most, hence 0.05; the same margin separates the two
+  # runs' mean losses below (a learning claim, not a rounding tolerance).
   assert losses['scratch'][0] == pytest.approx(np.log(10), abs=0.05)
   assert np.mean(losses['inherited']) < np.mean(losses['scratch']) - 0.05, (
       losses)

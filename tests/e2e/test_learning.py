@@ -43,4 +43,7 @@ def test_abs_reward_moves_expected_cost_to_target(tmp_path):
   runner.run_search(config, spec)
   logits = controller.read_logit_values(str(tmp_path), schema.decisions(spec))
   final = _expected_cost(spec, controller.probabilities(logits), context)
+  # The abs reward peaks at the target itself. 5% is the learning claim: the
+  # seeded search starts over 200% away and must end this close; it is not
+  # a rounding tolerance.
   assert abs(final / TARGET - 1) < 0.05, (start, final)

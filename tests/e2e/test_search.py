@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 from tensorboard.backend.event_processing import event_accumulator
 
+from tests.e2e import faults
 from tests.e2e import tiny
 from tunas_search import controller
 from tunas_search import runner
@@ -69,7 +70,9 @@ def test_events_hold_every_scalar_and_logit(finished_search):
 def test_summaries_are_written_every_iterations_per_loop(finished_search):
   config, _ = finished_search
   steps = [e.step for e in _events(config.model_dir).Tensors('model/loss')]
-  assert steps == [0, 2, 4]
+  # Logged under the step that produced them (= the checkpoint after it),
+  # every loop of 2 steps and at the last step, 6.
+  assert steps == [2, 4, 6]
 
 
 def test_result_is_the_argmax_of_the_checkpointed_logits(finished_search):
@@ -134,26 +137,88 @@ def test_interrupted_search_resumes_with_its_state(tmp_path):
   assert final.get_tensor('rlcontroller/baseline/count') == 8
 
 
-def test_nan_loss_stops_and_keeps_checkpoints_finite(tmp_path):
-  config = tiny.tiny_config(tmp_path, max_steps=20, model_learning_rate=1e30,
-                            model_warmup_steps_fraction=0.0)
+def _checkpoint_steps(model_dir):
+  state = tf.train.get_checkpoint_state(model_dir)
+  return [int(p.rsplit('-', 1)[1]) for p in state.all_model_checkpoint_paths]
+
+
+def _assert_all_finite(checkpoint):
+  for name, _ in tf.train.list_variables(checkpoint):
+    value = tf.train.load_checkpoint(checkpoint).get_tensor(name)
+    if np.issubdtype(np.asarray(value).dtype, np.floating):
+      assert np.all(np.isfinite(value)), f'{checkpoint}: {name}'
+
+
+def _assert_every_checkpoint_on_disk_is_finite(model_dir):
+  indexes = tf.io.gfile.glob(os.path.join(model_dir, 'model.ckpt-*.index'))
+  assert indexes
+  for index in indexes:
+    _assert_all_finite(index[:-len('.index')])
+
+
+@pytest.mark.parametrize('value', [float('inf'), float('nan')],
+                         ids=['inf', 'nan'])
+def test_non_finite_training_batch_stops_the_run(tmp_path, value):
+  config = tiny.tiny_config(tmp_path, max_steps=8)
+  # Element 5 feeds the sixth step, at which a checkpoint is due.
+  poisoned = faults.PoisonedInput(runner.search_input_fn(config),
+                                  'train_images', index=5, value=value)
+  with pytest.raises(runner.NonFiniteLossError) as error:
+    runner.run_search(config, tiny.tiny_spec(), input_fn=poisoned)
+  message = str(error.value)
+  assert '\n' not in message
+  assert message.startswith('the loss became NaN or infinite at step 6;')
+  # The checkpoint of the failed step is written before the run stops; the
+  # step's zeroed gradients keep it finite.
+  assert _checkpoint_steps(str(tmp_path)) == [0, 2, 4, 6]
+  _assert_every_checkpoint_on_disk_is_finite(str(tmp_path))
+  newest = tf.train.latest_checkpoint(str(tmp_path))
+  assert f'newest all-finite checkpoint: {newest}; rerun' in message
+
+
+def test_infinite_controller_loss_stops_the_run(tmp_path):
+  config = tiny.tiny_config(tmp_path, max_steps=8)
+  # A baseline this large is finite, but its debiased estimate at the fourth
+  # step is +inf, so the controller loss is exactly -inf (not NaN) while the
+  # shared-weight loss stays finite.
+  blow_up = faults.SetVariableAt('rlcontroller/baseline/ema', step=3,
+                                 value=3e38)
   with pytest.raises(runner.NonFiniteLossError,
-                     match='the loss became NaN or infinite near step'):
-    runner.run_search(config, tiny.tiny_spec())
-  checkpoint = tf.train.latest_checkpoint(str(tmp_path))
-  if checkpoint:  # A checkpoint written before or at the bad step is finite.
-    reader = tf.train.load_checkpoint(checkpoint)
-    for name in reader.get_variable_to_shape_map():
-      value = reader.get_tensor(name)
-      if np.issubdtype(np.asarray(value).dtype, np.floating):
-        assert np.all(np.isfinite(value)), name
+                     match='NaN or infinite at step 4;') as error:
+    runner.run_search(config, tiny.tiny_spec(), hooks=[blow_up])
+  assert _checkpoint_steps(str(tmp_path)) == [0, 2, 4]
+  _assert_every_checkpoint_on_disk_is_finite(str(tmp_path))
+  assert f'checkpoint: {tf.train.latest_checkpoint(str(tmp_path))};' in str(
+      error.value)
+
+
+def test_run_stopped_with_a_non_finite_checkpoint_resumes_before_it(tmp_path):
+  config = tiny.tiny_config(tmp_path, max_steps=8)
+  # NaN in the baseline before the sixth step; the checkpoint of that step
+  # is written before the run stops, and holds the NaN.
+  blow_up = faults.SetVariableAt('rlcontroller/baseline/ema', step=5,
+                                 value=float('nan'))
+  with pytest.raises(runner.NonFiniteLossError) as error:
+    runner.run_search(config, tiny.tiny_spec(), hooks=[blow_up])
+  good = os.path.join(str(tmp_path), 'model.ckpt-4')
+  assert str(error.value) == (
+      f'the loss became NaN or infinite at step 6; newest all-finite '
+      f'checkpoint: {good} (newer checkpoints hold NaN or inf; a rerun skips '
+      'them); rerun the same command with a lower --model_learning_rate (or '
+      '--rl_learning_rate) to resume from it')
+  assert tf.train.latest_checkpoint(str(tmp_path)) == good
+  _assert_all_finite(good)
+
+  result = runner.run_search(config, tiny.tiny_spec())
+  assert result.step == 8
+  _assert_every_checkpoint_on_disk_is_finite(str(tmp_path))
 
 
 def test_bfloat16_search_runs_on_cpu(tmp_path):
   config = tiny.tiny_config(tmp_path, max_steps=2, use_bfloat16=True)
   result = runner.run_search(config, tiny.tiny_spec())
   assert result.step == 2
-  assert config.weight_decay == 3e-5  # SPEC.md section 2, bfloat16.
+  assert config.weight_decay == 3e-5  # docs/method.md section 2, bfloat16.
 
 
 def test_search_without_cost_model_rewards_plain_accuracy(tmp_path):

@@ -142,20 +142,36 @@ def test_forward_backward_random_architecture(supernets, name):
   assert checked > 0 or space.is_reference
 
 
-def test_all_ops_on_every_variable_gets_gradient(supernets):
-  net = supernets('mobilenet_v3_like_search')
+def _all_ops_on_masks(decisions) -> List[np.ndarray]:
+  """Op warm-up everywhere: every op on (outputs averaged), widest filters."""
   masks = []
-  for d in net.decisions:
-    if d.tag == schema.OP:  # Op warm-up: every op on, outputs averaged.
+  for d in decisions:
+    if d.tag == schema.OP:
       masks.append(np.full(d.num_choices, 1 / d.num_choices, np.float32))
-    else:  # Widest: choices are sorted small to large.
-      masks.append(np.eye(d.num_choices, dtype=np.float32)[-1])
+    else:  # By value, as the controller's filter warm-up picks it.
+      masks.append(np.eye(d.num_choices, dtype=np.float32)[
+          architecture.widest_index(d)])
+  return masks
+
+
+def _search_space_params():
+  return [p for p in _params()
+          if p.values[0] in search_spaces.search_space_names()]
+
+
+@pytest.mark.parametrize('name', _search_space_params())
+def test_all_ops_on_every_variable_gets_gradient(supernets, name):
+  net = supernets(name)
+  assert 'classifier/kernel' in net.grads
+  missing = sorted(n for n, g in net.grads.items() if g is None)
+  assert not missing, f'{name}: no gradient path to {missing[:5]}'
   names = list(net.grads)
   grads = net.session.run([net.grads[n] for n in names],
-                          net.feed(masks, _images()))
-  zero = [n for n, g in zip(names, grads) if not np.any(g != 0)]
-  assert not zero
-  assert len(names) == 405
+                          net.feed(_all_ops_on_masks(net.decisions),
+                                   _images()))
+  zero = sorted(n for n, g in zip(names, grads) if not np.any(g != 0))
+  assert not zero, f'{name}: all-zero gradient for {zero[:5]}'
+  assert all(np.all(np.isfinite(g)) for g in grads)
 
 
 def _standalone_logits(spec, indices, values: Dict[str, np.ndarray],

@@ -31,7 +31,7 @@ from tunas_search.specs import (Activation, ConvTower, Conv,
                                 SeparableConv, Zero, make_divisible,
                                 scale_filters)
 
-# SE hidden width = make_divisible(0.25 * expanded width) (SPEC.md section 2).
+# SE hidden width = make_divisible(0.25 * expanded width) (docs/method.md section 2).
 SE_RATIO = 0.25
 
 
@@ -135,7 +135,7 @@ def _expanded(x: Dist, multipliers: Dist, ops,
 
 
 def _se_cost(expanded: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-  """(params, madds) of squeeze-excite per expanded width (SPEC.md 2)."""
+  """(params, madds) of squeeze-excite per expanded width (docs/method.md section 2)."""
   hidden = np.array([float(make_divisible(SE_RATIO * e)) for e in expanded])
   return 2 * expanded * hidden + hidden + expanded, 2 * expanded * hidden
 

@@ -1,11 +1,11 @@
-"""TuNAS's linear model of simulated Pixel-1 latency (COST_MODEL.md).
+"""TuNAS's linear model of simulated Pixel-1 latency (docs/cost_models.md).
 
 cost_ms = features . kernel + bias, one (kernel, bias) per search space, with
 the coefficients of Bender et al. 2020 shipped in
 `tunas_pixel1_cost_models.npz` (Apache-2.0, see README.md next to it). The
 feature vector is built by walking the masked spec generically: per layer, the
 Kronecker product of its block's width mask, the previous width mask and the
-layer's own features (COST_MODEL.md section 4).
+layer's own features (docs/cost_models.md).
 """
 
 import dataclasses
@@ -42,7 +42,7 @@ def model_names() -> List[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
-  """One layer's slice of the feature vector (COST_MODEL.md Appendix B).
+  """One layer's slice of the feature vector (docs/cost_models.md).
 
   Attributes:
     block: block index.
@@ -63,7 +63,7 @@ class Segment:
 
 
 def _num_layer_features(node: Any) -> int:
-  """|phi(node)| without masks (COST_MODEL.md section 4)."""
+  """|phi(node)| without masks (docs/cost_models.md)."""
   if isinstance(node, OneOf):
     return sum(_num_layer_features(c) for c in node.choices)
   if isinstance(node, _SCALARS):
@@ -116,7 +116,7 @@ def _check_tower(spec: Any) -> None:
 def segments(spec: ConvTower) -> List[Segment]:
   """The non-dropped layer segments of `spec`'s feature vector, in order.
 
-  A segment whose length is <= 1 is dropped (COST_MODEL.md section 4,
+  A segment whose length is <= 1 is dropped (docs/cost_models.md,
   "Assembly"), e.g. every fixed layer of a block with a fixed width.
   """
   _check_tower(spec)
@@ -141,7 +141,7 @@ def num_features(spec: ConvTower) -> int:
 
 
 def features(masked_spec: ConvTower, ops: base.NumpyOps = base.NUMPY_OPS):
-  """The feature vector x of a masked spec (COST_MODEL.md section 4).
+  """The feature vector x of a masked spec (docs/cost_models.md).
 
   Args:
     masked_spec: a ConvTower with a mask on every OneOf.
@@ -186,12 +186,12 @@ class Pixel1Latency(base.CostModel):
       raise ValueError(
           f'the spec gives {n} Pixel-1 features but the '
           f'{context.space_name!r} model has {len(kernel)}; the spec is not '
-          f'that search space (COST_MODEL.md section 6.3)')
+          f'that search space (docs/cost_models.md)')
     return kernel, bias
 
   def _evaluate(self, masked_spec, context, ops):
     kernel, bias = self._model(context, masked_spec)
     x = features(masked_spec, ops)
     # The numpy path accumulates in float64; the original used float32, which
-    # differs by ~1e-5 ms (COST_MODEL.md section 1).
+    # differs by ~1e-5 ms (docs/cost_models.md).
     return ops.dot(x, kernel) + bias

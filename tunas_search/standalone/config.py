@@ -4,7 +4,7 @@
 `SearchConfig` it is written to the model dir as `config.json` (with the
 searched space's `model_spec.json`) by `tunas_search.config.write_or_check`
 and checked when a run resumes, so a model dir never mixes architectures.
-Defaults are the TuNAS recipe (SPEC.md sections 2, 6 and 7).
+Defaults are the TuNAS recipe (docs/method.md sections 2, 6 and 7).
 """
 
 import dataclasses
@@ -14,11 +14,12 @@ from typing import Any, Dict, Optional
 from tunas_search import architecture
 from tunas_search import config as config_lib
 from tunas_search.config import ConfigError
+from tunas_search.config import option
 
 MODES = ('train', 'evaluate', 'train_and_eval')
 TRAIN_SPLITS = ('train', 'train_full')
 EVAL_SPLITS = ('test', 'validation')
-# SPEC.md section 7: no dropout before the classifier below 150 epochs.
+# docs/method.md section 7: no dropout before the classifier below 150 epochs.
 DROPOUT_FREE_EPOCHS = 150.0
 # From 150 epochs on the SPEC gives no rate; 0.2 is the rate MobileNetV2
 # (Sandler et al. 2018) and MnasNet (Tan et al. 2019) train with. Ours.
@@ -39,44 +40,44 @@ ARCHITECTURE_FIELDS = frozenset({
     'input_channels'})
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class TrainEvalConfig(config_lib.TrainingFields):
   """Everything stand-alone training/evaluation needs besides the model spec.
 
-  Attributes (the less obvious ones):
+  Every field with a default says what it means in its help metadata
+  (`config_lib.option`). Besides:
     search_space: name of the space `indices` index (a registered space or
       reference net, or the name a search dir recorded).
-    indices: the architecture string.
     num_train_examples: size of `train_split` (epochs -> steps).
-    train_split: 'train' (the search-training part of the official training
-      set, SPEC.md section 6) or 'train_full' (all of it, for a final test
-      run, SPEC.md section 7).
-    eval_split: 'test' (the official test/validation set) or 'validation'
-      (held out from the training set, to rank candidates).
-    model_learning_rate: RMSProp learning rate per 256 images.
-    dropout_rate: before the classifier; None picks SPEC.md's default (0
-      below 150 epochs, else LONG_RUN_DROPOUT_RATE).
-    init_from_search: a search model dir whose shared weights initialise the
-      network before its first step (fine-tuning inherited weights).
-    freeze_backbone: train only the classifier (a linear probe).
-    steps_per_eval: train_and_eval evaluates after every this many steps
-      (and at the end); None: only at the end.
   """
-  search_space: str
-  indices: str
-  model_dir: str
-  num_classes: int
-  num_train_examples: int
-  mode: str = 'train_and_eval'
-  train_split: str = 'train'
-  eval_split: str = 'test'
-  # Recipe additions (SPEC.md section 7); the rest is in TrainingFields.
-  eval_batch_size: int = 1000
-  steps_per_eval: Optional[int] = None
-  dropout_rate: Optional[float] = None
-  path_dropout_rate: float = 0.0
-  init_from_search: Optional[str] = None
-  freeze_backbone: bool = False
+  # Required (validated); a default only because Python 3.9 dataclasses put
+  # the fields of JobFields, which have none, first.
+  indices: str = option('', 'Architecture string a:b:c:... (one choice per '
+                        'decision of the space).')
+  mode: str = option('train_and_eval', 'What to do.', choices=MODES)
+  # docs/method.md sections 6 and 7.
+  train_split: str = option(
+      'train', 'train: the search-training split; train_full: all official '
+      'training images (final test runs).', choices=TRAIN_SPLITS)
+  eval_split: str = option(
+      'test', 'test: the official test/validation set; validation: held out '
+      'from training, to rank candidates.', choices=EVAL_SPLITS)
+  # Recipe additions (docs/method.md section 7); the rest is in TrainingFields.
+  eval_batch_size: int = option(1000, 'Global evaluation batch size.')
+  steps_per_eval: Optional[int] = option(
+      None, 'train_and_eval: evaluate every this many steps (default: at the '
+      'end).')
+  # None: docs/method.md section 7 (`effective_dropout_rate`).
+  dropout_rate: Optional[float] = option(
+      None, 'Dropout before the classifier (default 0 below '
+      f'{DROPOUT_FREE_EPOCHS:g} epochs, else {LONG_RUN_DROPOUT_RATE}).')
+  path_dropout_rate: float = option(0.0, 'Stochastic depth on residual '
+                                    'branches.')
+  init_from_search: Optional[str] = option(
+      None, 'Start from the shared weights of this search model dir '
+      '(fine-tuning).')
+  freeze_backbone: bool = option(False, 'Train only the classifier (a linear '
+                                 'probe of the initial features).')
 
   def __post_init__(self):
     _validate(self)
@@ -95,7 +96,7 @@ class TrainEvalConfig(config_lib.TrainingFields):
     if self.dropout_rate is not None:
       return self.dropout_rate
     if self.total_epochs < DROPOUT_FREE_EPOCHS:
-      return 0.0  # SPEC.md section 7.
+      return 0.0  # docs/method.md section 7.
     return LONG_RUN_DROPOUT_RATE
 
   @property
@@ -150,6 +151,7 @@ def _validate(c: TrainEvalConfig) -> None:
   _check(not (c.train_split == 'train_full' and c.eval_split == 'validation'),
          'eval_split validation is part of train_split train_full; evaluate '
          'on test, or train on train')
+  _check(bool(c.indices), 'indices (the architecture string) is required')
   try:
     architecture.parse_indices(c.indices)
   except architecture.ArchitectureError as e:

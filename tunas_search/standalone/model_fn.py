@@ -1,7 +1,7 @@
 """The stand-alone model_fn: train, evaluate or predict one architecture.
 
-The recipe is the search's shared-weight training (SPEC.md section 6) on a
-fixed architecture (SPEC.md section 7): RMSProp, linear warm-up then cosine
+The recipe is the search's shared-weight training (docs/method.md section 6) on a
+fixed architecture (docs/method.md section 7): RMSProp, linear warm-up then cosine
 decay, label smoothing, weight decay, stateful BN whose moving averages are
 updated every step, dropout before the classifier.
 """
@@ -53,24 +53,24 @@ def _train_spec(config: TrainEvalConfig, logits: tf.Tensor,
                 search_weights: Optional[warm_start.SearchWeights]):
   """One RMSProp step on a training batch, plus summaries via host_call."""
   global_step = tf1.train.get_or_create_global_step()
+  # One read for the step: schedules and summaries see the step before the
+  # optimizer's increment.
+  step = global_step.read_value()
   one_hot = tf.one_hot(labels, config.num_classes)
   empirical_loss = tf1.losses.softmax_cross_entropy(
       one_hot, logits, label_smoothing=config.label_smoothing)
   trainable = [v for v in variables if v.trainable]
   if config.freeze_backbone:
     trainable = [v for v in trainable if is_classifier(v)]
-  # The classifier is not weight-decayed (SPEC.md section 2), so a linear
+  # The classifier is not weight-decayed (docs/method.md section 2), so a linear
   # probe trains without weight decay.
   regularization_loss = supernet.regularization_loss(config.weight_decay,
                                                      trainable)
   loss = empirical_loss + regularization_loss
   learning_rate = schedules.cosine_with_warmup(
-      global_step, config.scaled_model_learning_rate, config.total_steps,
+      step, config.scaled_model_learning_rate, config.total_steps,
       config.warmup_steps)
-  optimizer = tpu.maybe_cross_shard(tf1.train.RMSPropOptimizer(
-      learning_rate, decay=config.model_rmsprop_decay,
-      momentum=config.model_momentum, epsilon=config.model_rmsprop_epsilon),
-                                    config.use_tpu)
+  optimizer = tpu.model_optimizer(config, learning_rate)
   # Stateful BN's moving averages are updated with every step.
   with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
     train_op = optimizer.minimize(loss, global_step=global_step,
@@ -82,8 +82,12 @@ def _train_spec(config: TrainEvalConfig, logits: tf.Tensor,
              'model/train_accuracy': tf.reduce_mean(tf.cast(correct,
                                                             tf.float32))}
   names, packed = tpu.pack_summaries(scalars)
-  host_call = tpu.make_host_call(config.model_dir, names, packed, global_step,
-                                 config.tpu_iterations_per_loop)
+  # Logged under the number of the step that produced them (the checkpoint
+  # written after it), at loops, checkpoints and the last step, as a search.
+  host_call = tpu.make_host_call(
+      config.model_dir, names, packed, step + 1,
+      (config.tpu_iterations_per_loop, config.iterations_per_checkpoint),
+      final_step=config.total_steps)
   scaffold_fn = None
   if search_weights is not None:
     init_fn = warm_start.scaffold_init_fn(search_weights.assignments(
@@ -129,7 +133,7 @@ def make_model_fn(config: TrainEvalConfig, model_spec: Any,
   With `config.freeze_backbone` only the classifier trains. Its BN layers
   still normalise with batch statistics while training and update their
   moving averages (the search trained the backbone with batch statistics
-  and never kept moving averages, SPEC.md section 4, so they must be
+  and never kept moving averages, docs/method.md section 4, so they must be
   estimated); evaluation uses the moving averages.
   """
   indices = architecture.parse_indices(config.indices, model_spec)

@@ -2,7 +2,7 @@
 
 A stand-alone network's variables have the names of the supernet's (both are
 named after spec paths, docs/DESIGN.md "Masks") and are prefix slices of them
-(SPEC.md section 4). Fine-tuning inherited weights starts each variable at
+(docs/method.md section 4). Fine-tuning inherited weights starts each variable at
 that slice of the search checkpoint, with a fresh optimiser state.
 """
 
@@ -18,7 +18,7 @@ from tunas_search import supernet
 
 tf1 = tf.compat.v1
 
-# Supernet BN in search mode has no moving statistics (SPEC.md section 4);
+# Supernet BN in search mode has no moving statistics (docs/method.md section 4);
 # the stand-alone network starts those at their initial values.
 _MOVING_STATISTICS = ('moving_mean', 'moving_variance')
 

@@ -1,6 +1,8 @@
 """Masked layers and the spec -> network builder (supernet and stand-alone)."""
 
 from tunas_search.supernet.builder import build_network
+from tunas_search.supernet.ops import reading_snapshots
+from tunas_search.supernet.weights import MaskedWeightDecay
 from tunas_search.supernet.weights import is_weight_decayed
 from tunas_search.supernet.weights import regularization_loss
 from tunas_search.supernet.weights import slice_to_shape
@@ -8,6 +10,7 @@ from tunas_search.supernet.weights import supernet_assignments
 from tunas_search.supernet.weights import supernet_init_op
 
 __all__ = [
-    'build_network', 'is_weight_decayed', 'regularization_loss',
+    'MaskedWeightDecay', 'build_network', 'is_weight_decayed',
+    'reading_snapshots', 'regularization_loss',
     'slice_to_shape', 'supernet_assignments', 'supernet_init_op',
 ]

@@ -3,7 +3,7 @@
 `build_network` walks a masked model spec (docs/DESIGN.md, "Masks"). For each
 layer it first creates the variables, named after the layer's spec path, then
 returns an apply function; searched op choices run their apply functions
-inside `tf.cond`, so only the selected path is computed (SPEC.md section 4).
+inside `tf.cond`, so only the selected path is computed (docs/method.md section 4).
 """
 
 import dataclasses
@@ -17,6 +17,7 @@ from tunas_search.supernet import ops
 from tunas_search.supernet import widths
 from tunas_search.supernet.ops import BuildContext
 from tunas_search.supernet.widths import Width
+from tunas_search.supernet.weights import MaskedWeightDecay
 # Re-exported: docs/DESIGN.md lists these with the builder.
 from tunas_search.supernet.weights import regularization_loss  # pylint: disable=unused-import
 from tunas_search.supernet.weights import slice_to_shape  # pylint: disable=unused-import
@@ -24,9 +25,9 @@ from tunas_search.supernet.weights import slice_to_shape  # pylint: disable=unus
 # `apply(x, scale, base)` returns `base + scale * layer(x)`; scale (a float32
 # scalar mask entry) and base are optional.
 Apply = Callable[..., tf.Tensor]
-# SPEC.md section 2: squeeze-excite squeezes to a quarter of the expanded width.
+# docs/method.md section 2: squeeze-excite squeezes to a quarter of the expanded width.
 SE_RATIO = 0.25
-# SPEC.md section 2: the classifier's kernel is initialised N(0, 0.01).
+# docs/method.md section 2: the classifier's kernel is initialised N(0, 0.01).
 CLASSIFIER_STDDEV = 0.01
 
 
@@ -43,6 +44,31 @@ def _finish(y: tf.Tensor, scale: Optional[tf.Tensor],
   """`base + scale * y` for layers that cannot fold the scale in."""
   y = ops.scaled(y, scale)
   return y if base is None else base + y
+
+
+def _in_choice(ctx: BuildContext, entry: tf.Tensor) -> BuildContext:
+  """The context of a searched choice whose mask entry is `entry`."""
+  return dataclasses.replace(ctx, in_cond=True,
+                             op_scale=ops.combine(ctx.op_scale, entry))
+
+
+def _conv_kernel(scope: str, kernel_size: int, in_width: Width,
+                 out_width: Width, ctx: BuildContext) -> tf.Variable:
+  """A conv kernel at the largest widths, registered for weight decay."""
+  kernel = ops.conv_kernel(scope, kernel_size, in_width.max, out_width.max)
+  if ctx.decay is not None:
+    ctx.decay.add(f'{scope}/kernel', kernel, ctx.op_scale, in_width.mask,
+                  out_width.mask)
+  return kernel
+
+
+def _depthwise_kernel(scope: str, kernel_size: int, channels: Width,
+                      ctx: BuildContext) -> tf.Variable:
+  """A depthwise kernel, registered for weight decay (channel axis 2)."""
+  kernel = ops.depthwise_kernel(scope, kernel_size, channels.max)
+  if ctx.decay is not None:
+    ctx.decay.add(f'{scope}/kernel', kernel, ctx.op_scale, channels.mask)
+  return kernel
 
 
 def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
@@ -63,9 +89,10 @@ def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
   if isinstance(value, OneOf):
     index = widths.selected_index(value, path)
     if index is None:
-      sub_ctx = dataclasses.replace(ctx, in_cond=True)
-      fns = [make(c, sub_ctx) for c in value.choices]
-      branches = list(zip(widths.mask_entries(value), fns))
+      entries = widths.mask_entries(value)
+      fns = [make(c, _in_choice(ctx, e))
+             for c, e in zip(value.choices, entries)]
+      branches = list(zip(entries, fns))
       return lambda x: ops.switch(x, branches, None, lambda: zeros_fn(x))
     value = value.choices[index]
   fn = make(value, ctx)
@@ -76,11 +103,11 @@ def _depthwise_choice(path: str, channels: Width, strides: int,
                       act: str) -> Callable:
   """`make` for a kernel-size choice: depthwise k x k -> BN -> activation.
 
-  Each kernel size has its own kernel and BN (SPEC.md section 4):
+  Each kernel size has its own kernel and BN (docs/method.md section 4):
   `path/depthwise_k{k}/kernel` and `path/depthwise_bn_k{k}/*`.
   """
   def make(k: int, ctx: BuildContext):
-    kernel = ops.depthwise_kernel(f'{path}/depthwise_k{k}', k, channels.max)
+    kernel = _depthwise_kernel(f'{path}/depthwise_k{k}', k, channels, ctx)
     bn = ops.batch_norm_vars(f'{path}/depthwise_bn_k{k}', channels.max, ctx)
     def fn(x, coef):
       y = ops.depthwise_conv2d(x, kernel, strides)
@@ -93,8 +120,8 @@ def _build_conv(layer: specs.Conv, path: str, in_width: Width,
                 out_width: Width, ctx: BuildContext) -> Built:
   """k x k conv -> BN, or conv + bias; one kernel (and BN) per kernel size."""
   def make(k: int, sub_ctx: BuildContext):
-    kernel = ops.conv_kernel(f'{path}/conv_k{k}', k, in_width.max,
-                             out_width.max)
+    kernel = _conv_kernel(f'{path}/conv_k{k}', k, in_width, out_width,
+                          sub_ctx)
     if layer.use_batch_norm:
       bn = ops.batch_norm_vars(f'{path}/bn_k{k}', out_width.max, sub_ctx)
       return lambda x, coef: ops.batch_norm(
@@ -114,12 +141,12 @@ def _build_conv(layer: specs.Conv, path: str, in_width: Width,
 
 def _build_separable(layer: specs.SeparableConv, path: str, in_width: Width,
                      out_width: Width, ctx: BuildContext) -> Built:
-  """Depthwise -> BN -> act -> 1x1 `project` -> `project_bn` (SPEC.md 2)."""
+  """Depthwise -> BN -> act -> 1x1 `project` -> `project_bn` (docs/method.md section 2)."""
   depthwise = _choose(
       layer.kernel_size, f'{path}/kernel_size',
       _depthwise_choice(path, in_width, layer.strides, layer.activation), ctx,
       lambda x: ops.zeros_like_output(x, layer.strides, in_width.max))
-  project = ops.conv_kernel(f'{path}/project', 1, in_width.max, out_width.max)
+  project = _conv_kernel(f'{path}/project', 1, in_width, out_width, ctx)
   project_bn = ops.batch_norm_vars(f'{path}/project_bn', out_width.max, ctx)
 
   def apply(x, scale=None, base=None):
@@ -131,19 +158,16 @@ def _build_separable(layer: specs.SeparableConv, path: str, in_width: Width,
 
 def _squeeze_excite_choice(path: str, expanded: Width,
                            layer: specs.DepthwiseBottleneck) -> Callable:
-  """`make` for the squeeze-excite on/off choice (SPEC.md section 2)."""
+  """`make` for the squeeze-excite on/off choice (docs/method.md section 2)."""
   hidden = widths.map_widths(
       expanded, lambda w: specs.make_divisible(SE_RATIO * w))
 
   def make(enabled: bool, ctx: BuildContext):
-    del ctx  # No BN inside squeeze-excite.
     if not enabled:
       return ops.scaled
-    reduce_k = ops.conv_kernel(f'{path}/se/reduce', 1, expanded.max,
-                               hidden.max)
+    reduce_k = _conv_kernel(f'{path}/se/reduce', 1, expanded, hidden, ctx)
     reduce_b = ops.bias(f'{path}/se/reduce', hidden.max)
-    expand_k = ops.conv_kernel(f'{path}/se/expand', 1, hidden.max,
-                               expanded.max)
+    expand_k = _conv_kernel(f'{path}/se/expand', 1, hidden, expanded, ctx)
     expand_b = ops.bias(f'{path}/se/expand', expanded.max)
 
     def fn(x, coef):
@@ -166,7 +190,7 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
   expanded = widths.expanded_width(in_width, layer.expansion_filters,
                                    ctx.filters_base,
                                    f'{path}/expansion_filters')
-  expand = ops.conv_kernel(f'{path}/expand', 1, in_width.max, expanded.max)
+  expand = _conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
   expand_bn = ops.batch_norm_vars(f'{path}/expand_bn', expanded.max, ctx)
   depthwise = _choose(
       layer.kernel_size, f'{path}/kernel_size',
@@ -175,7 +199,7 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
   squeeze_excite = _choose(
       layer.use_squeeze_and_excite, f'{path}/use_squeeze_and_excite',
       _squeeze_excite_choice(path, expanded, layer), ctx, tf.zeros_like)
-  project = ops.conv_kernel(f'{path}/project', 1, expanded.max, out_width.max)
+  project = _conv_kernel(f'{path}/project', 1, expanded, out_width, ctx)
   project_bn = ops.batch_norm_vars(f'{path}/project_bn', out_width.max, ctx)
 
   def apply(x, scale=None, base=None):
@@ -241,11 +265,11 @@ def _build_oneof(oneof: OneOf, path: str, in_width: Width, out_width: Width,
   if index is not None:
     return build_layer(oneof.choices[index], f'{path}/choices/{index}',
                        in_width, out_width, ctx)
-  sub_ctx = dataclasses.replace(ctx, in_cond=True)
-  built = [build_layer(c, f'{path}/choices/{i}', in_width, out_width, sub_ctx)
-           for i, c in enumerate(oneof.choices)]
-  real = [(m, b) for m, b in zip(widths.mask_entries(oneof), built)
-          if b.apply is not None]
+  entries = widths.mask_entries(oneof)
+  built = [build_layer(c, f'{path}/choices/{i}', in_width, out_width,
+                       _in_choice(ctx, e))
+           for i, (c, e) in enumerate(zip(oneof.choices, entries))]
+  real = [(m, b) for m, b in zip(entries, built) if b.apply is not None]
   if not real:
     return Built(None, in_width)
   first = real[0][1]
@@ -303,7 +327,7 @@ def build_layer(layer: Any, path: str, in_width: Width, out_width: Width,
 
 def _classifier(features: tf.Tensor, width: Width, num_classes: int,
                 ctx: BuildContext, dropout_rate: float) -> tf.Tensor:
-  """Global average pool -> dropout -> dense with bias (SPEC.md section 2).
+  """Global average pool -> dropout -> dense with bias (docs/method.md section 2).
 
   Runs in float32 whatever the compute dtype, for accurate logits.
   """
@@ -321,7 +345,8 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                   num_classes: int, *, is_training: bool,
                   batch_norm_mode: str, dtype: tf.DType = tf.float32,
                   dropout_rate: float = 0.0,
-                  path_dropout_rate: float = 0.0) -> tf.Tensor:
+                  path_dropout_rate: float = 0.0,
+                  decay: Optional[MaskedWeightDecay] = None) -> tf.Tensor:
   """Builds the network of a masked spec on `images`.
 
   Numpy one-hot masks give a stand-alone network (only the selected ops, exact
@@ -339,6 +364,9 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     dtype: compute dtype, tf.float32 or tf.bfloat16; variables stay float32.
     dropout_rate: dropout before the classifier (training only).
     path_dropout_rate: stochastic depth on residual branches (training only).
+    decay: if given, collects the weight-decay term of every kernel this
+      build uses, masked by the sampled path (`MaskedWeightDecay`); pass it
+      to the training build only.
 
   Returns:
     float32 logits [N, num_classes].
@@ -355,7 +383,7 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
   if not 0 <= dropout_rate < 1 or not 0 <= path_dropout_rate < 1:
     raise ValueError('dropout rates must be in [0, 1)')
   ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
-                     model_spec.filters_base)
+                     model_spec.filters_base, decay=decay)
   x = tf.cast(images, dtype)
   width = widths.fixed(images.shape[-1])
   with ops.v1_control_flow():

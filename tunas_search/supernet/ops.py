@@ -8,11 +8,13 @@ they may run inside conditional branches.
 import contextlib
 import dataclasses
 import math
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-# SPEC.md section 2: BN epsilon 0.001 and stand-alone momentum 0.99.
+from tunas_search.supernet import weights
+
+# docs/method.md section 2: BN epsilon 0.001 and stand-alone momentum 0.99.
 BN_EPSILON = 1e-3
 BN_MOMENTUM = 0.99
 BATCH_NORM_MODES = ('batch', 'stateful')
@@ -37,6 +39,10 @@ class BuildContext:
     path_dropout_rate: stochastic-depth drop probability of residual branches.
     filters_base: rounding base of widths.
     in_cond: building a branch of a conditional op choice.
+    op_scale: float32 scalar, the product of the op mask entries of every
+      searched choice enclosing the layer being built (None outside any);
+      it scales the layer's weight decay (docs/method.md, "Weight decay").
+    decay: collects the masked weight-decay terms of this build, or None.
   """
   is_training: bool
   batch_norm_mode: str
@@ -44,6 +50,8 @@ class BuildContext:
   path_dropout_rate: float = 0.0
   filters_base: int = 8
   in_cond: bool = False
+  op_scale: Optional[tf.Tensor] = None
+  decay: Optional['weights.MaskedWeightDecay'] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +59,7 @@ class BatchNormVars:
   """Variables of one batch normalisation, all float32 [channels].
 
   The moving statistics exist only in 'stateful' mode: search-mode BN never
-  uses them (SPEC.md section 4), and skipping them halves the BN variables.
+  uses them (docs/method.md section 4), and skipping them halves the BN variables.
   """
   gamma: tf.Variable
   beta: tf.Variable
@@ -74,9 +82,39 @@ def get_var(scope: str, name: str, shape: Sequence[int], initializer,
         trainable=trainable)
 
 
+@contextlib.contextmanager
+def reading_snapshots(snapshots: Dict[str, tf.Tensor]):
+  """While active, `get_var` returns one read of each trainable variable.
+
+  TuNAS reads every shared weight once per step and computes with that
+  snapshot in both the training and the validation pass (docs/method.md,
+  "Which weights score the validation batch"). The first request for a
+  trainable variable reads it and stores the read in `snapshots` (by
+  variable name); later requests, from this or another build sharing the
+  dict, get the same tensor. Gradients flow through the read to the variable,
+  and an update applied after the read leaves the read's value unchanged.
+  Non-trainable variables are returned as they are.
+
+  Args:
+    snapshots: name -> read tensor; shared by the builds of one step.
+  """
+  def snapshot_getter(getter, *args, **kwargs):
+    var = getter(*args, **kwargs)
+    if not kwargs.get('trainable', True):
+      return var
+    name = var.name.split(':')[0]
+    if name not in snapshots:
+      snapshots[name] = var.read_value()
+    return snapshots[name]
+
+  with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                   custom_getter=snapshot_getter):
+    yield
+
+
 def conv_kernel(scope: str, kernel_size: int, in_channels: int,
                 out_channels: int) -> tf.Variable:
-  """A [k, k, in, out] He-normal kernel `scope/kernel` (SPEC.md section 2)."""
+  """A [k, k, in, out] He-normal kernel `scope/kernel` (docs/method.md section 2)."""
   fan_in = kernel_size * kernel_size * in_channels
   return get_var(scope, 'kernel',
                  [kernel_size, kernel_size, in_channels, out_channels],
@@ -85,7 +123,7 @@ def conv_kernel(scope: str, kernel_size: int, in_channels: int,
 
 def depthwise_kernel(scope: str, kernel_size: int,
                      channels: int) -> tf.Variable:
-  """A [k, k, channels, 1] kernel; fan-in is k*k (SPEC.md section 2)."""
+  """A [k, k, channels, 1] kernel; fan-in is k*k (docs/method.md section 2)."""
   return get_var(scope, 'kernel', [kernel_size, kernel_size, channels, 1],
                  he_initializer(kernel_size * kernel_size))
 
@@ -109,7 +147,7 @@ def batch_norm_vars(scope: str, channels: int,
   if ctx.in_cond and ctx.batch_norm_mode == 'stateful' and ctx.is_training:
     raise ValueError(
         f'{scope}: stateful batch norm cannot be trained inside a searched op '
-        f'choice; use batch_norm_mode="batch" for supernets (SPEC.md 4)')
+        f'choice; use batch_norm_mode="batch" for supernets (docs/method.md section 4)')
   ones = tf.compat.v1.ones_initializer()
   zeros = tf.compat.v1.zeros_initializer()
   gamma = get_var(scope, 'gamma', [channels], ones)
@@ -243,7 +281,7 @@ def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
            zeros_fn: Callable[[], tf.Tensor]) -> tf.Tensor:
   """`base + sum_i fn_i(x, coef_i)` over the branches with `coef_i > 0`.
 
-  Only branches with a positive mask entry run (SPEC.md section 4), so the
+  Only branches with a positive mask entry run (docs/method.md section 4), so the
   cost does not grow with the number of choices. Without a base, nested conds
   compute the first active branch, so no zero tensor is filled unless every
   entry is 0; each further active branch (op warm-up) is added by a `tf.cond`

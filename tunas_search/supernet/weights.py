@@ -14,7 +14,7 @@ def _base_name(name: str) -> str:
 def is_weight_decayed(name: str) -> bool:
   """Conv, depthwise and squeeze-excite kernels; not BN, biases, classifier.
 
-  SPEC.md section 2. Relies on the builder's names: every such kernel is
+  docs/method.md section 2. Relies on the builder's names: every such kernel is
   `.../kernel` and the classifier's is `.../classifier/kernel`.
   """
   parts = _base_name(name).split('/')
@@ -32,7 +32,7 @@ def regularization_loss(weight_decay: float,
   """`weight_decay / 2 * sum(w ** 2)` over the weight-decayed kernels.
 
   Args:
-    weight_decay: the L2 coefficient (SPEC.md section 2: 4e-5, or 3e-5 when
+    weight_decay: the L2 coefficient (docs/method.md section 2: 4e-5, or 3e-5 when
       training in bfloat16).
     variables: candidates; defaults to the graph's trainable variables.
 
@@ -49,8 +49,68 @@ def regularization_loss(weight_decay: float,
   return 0.5 * weight_decay * total
 
 
+class MaskedWeightDecay:
+  """The weight decay of the sampled path of a supernet (docs/method.md).
+
+  TuNAS decays only what the sampled architecture uses (Bender et al. 2020;
+  the released search code): each kernel's L2 term is multiplied by the op
+  mask entries of the choices that enclose it (1/n each under op warm-up, 0
+  when not selected), a width-masked kernel is decayed as `kernel * mask`
+  (only its selected input and output channels), and a kernel used by several
+  choices is decayed as much as the choice that uses it most: the maximum of
+  its masked terms, not their sum.
+
+  The builder calls `add` once per use of a weight-decayed kernel; a
+  stand-alone network (no op scales, no channel masks) gets the plain
+  `weight_decay / 2 * sum(w ** 2)` over its kernels.
+  """
+
+  def __init__(self):
+    self._terms = {}  # name -> [float32 scalar terms], in insertion order.
+
+  def add(self, name: str, kernel, op_scale: Optional[tf.Tensor] = None,
+          in_mask: Optional[tf.Tensor] = None,
+          out_mask: Optional[tf.Tensor] = None) -> None:
+    """Records one use of a [k, k, in, out] kernel.
+
+    Args:
+      name: the kernel variable's name (uses of one name share one term).
+      kernel: the kernel variable (or a snapshot of its value).
+      op_scale: float32 scalar product of the enclosing op mask entries.
+      in_mask: float32 [in] channel mask of the kernel's input, or None.
+      out_mask: float32 [out] channel mask of its output, or None.
+    """
+    w = tf.cast(tf.convert_to_tensor(kernel), tf.float32)
+    if in_mask is not None:
+      w *= tf.reshape(tf.cast(in_mask, tf.float32), [1, 1, -1, 1])
+    if out_mask is not None:
+      w *= tf.reshape(tf.cast(out_mask, tf.float32), [1, 1, 1, -1])
+    term = tf.reduce_sum(tf.square(w))
+    if op_scale is not None:
+      term *= tf.cast(op_scale, tf.float32)
+    self._terms.setdefault(name, []).append(term)
+
+  @property
+  def names(self) -> List[str]:
+    """Names of the decayed kernels, in the order they were first added."""
+    return list(self._terms)
+
+  def loss(self, weight_decay: float) -> tf.Tensor:
+    """`weight_decay / 2 * sum over kernels of max(masked terms)`.
+
+    Returns:
+      float32 scalar (0 when nothing was added).
+    """
+    if not self._terms:
+      return tf.constant(0.0)
+    per_kernel = [terms[0] if len(terms) == 1 else
+                  tf.reduce_max(tf.stack(terms))
+                  for terms in self._terms.values()]
+    return 0.5 * weight_decay * tf.add_n(per_kernel)
+
+
 def slice_to_shape(value: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-  """The prefix `value[:shape[0], :shape[1], ...]` (SPEC.md section 4).
+  """The prefix `value[:shape[0], :shape[1], ...]` (docs/method.md section 4).
 
   Args:
     value: a supernet variable's value.

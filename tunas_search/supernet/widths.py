@@ -3,7 +3,7 @@
 A `Width` lists `(coefficient, width)` options. In a stand-alone network there
 is one option with coefficient 1.0. In a supernet a searched width has one
 option per choice, weighted by its mask entry, and the channel mask is
-`sum_k coefficient_k * (arange(max) < width_k)` (SPEC.md section 4: a searched
+`sum_k coefficient_k * (arange(max) < width_k)` (docs/method.md section 4: a searched
 width is a prefix mask over the largest one).
 """
 
@@ -128,7 +128,7 @@ def expanded_width(input_width: Width, expansion: Any, base: int,
                    path: str) -> Width:
   """A bottleneck's expanded width, relative to its input width.
 
-  SPEC.md section 1: for input choice i and multiplier j the expanded width is
+  docs/method.md section 1: for input choice i and multiplier j the expanded width is
   `scale_filters(in_width_i, mult_j, base)` with weight `m_in_i * m_exp_j`.
 
   Args:

@@ -1,0 +1,122 @@
+"""A search refuses a busy or damaged model dir, resumes on request, and
+keeps its disk use bounded across restarts (tiny space, real runs)."""
+
+import dataclasses
+import glob
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from tunas_search import analysis
+from tunas_search import model_dir as model_dir_lib
+from tunas_search import runner
+from tunas_search import schema
+from tunas_search import serialization
+from tunas_search.model_dir import ModelDirError
+from tunas_search.schema import OneOf
+from tests.e2e import tiny
+from tests.files import snapshot
+
+
+@pytest.fixture(scope='module')
+def finished(tmp_path_factory):
+  """A tiny search run to step 4 (checkpoints 0, 2, 4)."""
+  model_dir = str(tmp_path_factory.mktemp('search') / 'run')
+  runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                    tiny.tiny_spec())
+  return model_dir
+
+
+def _copy(finished, tmp_path):
+  target = str(tmp_path / 'copy')
+  shutil.copytree(finished, target)
+  return target
+
+
+def test_second_run_on_a_live_model_dir_is_refused(tmp_path):
+  model_dir = str(tmp_path / 'run')
+  with model_dir_lib.exclusive(model_dir) as lock:
+    lock.record_holder()
+    with pytest.raises(ModelDirError, match=f'pid {os.getpid()} on host'):
+      runner.run_search(tiny.tiny_config(model_dir), tiny.tiny_spec())
+  assert os.listdir(model_dir) == [model_dir_lib.LOCK_FILENAME]
+
+
+def test_damaged_checkpoint_is_refused_then_resumed_on_request(finished,
+                                                               tmp_path):
+  model_dir = _copy(finished, tmp_path)
+  with open(os.path.join(model_dir, 'model.ckpt-4.data-00000-of-00001'),
+            'r+b') as f:
+    f.truncate(64)
+  before = snapshot(model_dir)
+  config = tiny.tiny_config(model_dir, max_steps=4)
+  good = os.path.join(model_dir, 'model.ckpt-2')
+  with pytest.raises(ModelDirError, match=f'--resume_from={good}'):
+    runner.run_search(config, tiny.tiny_spec())
+  with pytest.raises(analysis.AnalysisError, match='model.ckpt-4 cannot be '
+                     'read'):
+    analysis.analyze(model_dir)
+  assert snapshot(model_dir) == before  # Nothing written or restarted.
+  result = runner.run_search(config, tiny.tiny_spec(), resume_from=good)
+  assert result.step == 4
+  model_dir_lib.check(model_dir)
+
+
+def test_garbage_state_file_never_restarts_from_step_zero(finished, tmp_path):
+  model_dir = _copy(finished, tmp_path)
+  with open(os.path.join(model_dir, 'checkpoint'), 'w') as f:
+    f.write('garbage')
+  before = snapshot(model_dir)
+  with pytest.raises(ModelDirError, match='is not a checkpoint state file'):
+    runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                      tiny.tiny_spec())
+  assert snapshot(model_dir) == before
+
+
+def test_analysis_refuses_a_model_spec_that_does_not_match(finished,
+                                                           tmp_path):
+  model_dir = _copy(finished, tmp_path)
+  spec = tiny.tiny_spec()
+  # Same decisions but for one more stem width: the logits have 2 entries.
+  stem = dataclasses.replace(spec.blocks[0], filters=OneOf([8, 16, 32],
+                                                         schema.FILTERS))
+  other = dataclasses.replace(spec, blocks=(stem,) + spec.blocks[1:])
+  with open(os.path.join(model_dir, 'model_spec.json'), 'w') as f:
+    f.write(serialization.dumps(other, indent=1))
+  with pytest.raises(analysis.AnalysisError, match='blocks/0/filters has 3 '
+                     'choices in the spec and 2 logits'):
+    analysis.analyze(model_dir)
+
+
+def _graph_events(model_dir):
+  count = 0
+  for path in glob.glob(os.path.join(model_dir, 'events.out.tfevents.*')):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      count += bool(event.graph_def or event.meta_graph_def)
+  return count
+
+
+def test_restarts_write_the_graph_once(tmp_path):
+  model_dir = str(tmp_path / 'run')
+  for stop in (2, 4, 6):  # A first start and two restarts.
+    # Each restart is a new process: no cached summary writers.
+    tf.compat.v1.summary.FileWriterCache.clear()
+    runner.run_search(tiny.tiny_config(model_dir, max_steps=6),
+                      tiny.tiny_spec(),
+                      hooks=[tf.compat.v1.train.StopAtStepHook(
+                          last_step=stop)])
+  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-6')
+  assert _graph_events(model_dir) == 1
+  assert not glob.glob(os.path.join(model_dir, '*.meta'))
+  assert not os.path.exists(os.path.join(model_dir, 'graph.pbtxt'))
+
+
+def test_stale_temp_dir_of_a_killed_save_is_removed(finished, tmp_path):
+  model_dir = _copy(finished, tmp_path)
+  stale = os.path.join(model_dir, 'model.ckpt-6_temp')
+  os.makedirs(stale)
+  runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                    tiny.tiny_spec())
+  assert not os.path.exists(stale)

@@ -1,0 +1,160 @@
+"""Every SearchConfig check: its exact message and both sides of its bound.
+
+Complements tests/test_config.py without TensorFlow (no model dir is
+written), so that `make mutation` can run it for every config mutant.
+"""
+
+import math
+import re
+
+import pytest
+
+from tunas_search import config as config_lib
+from tunas_search.config import ConfigError, SearchConfig
+
+_FRACTION = '{} must be in [0, 1], got {}'
+_OPEN_FRACTION = '{} must be in [0, 1), got {}'
+
+
+def _config(**overrides) -> SearchConfig:
+  values = dict(search_space='proxylessnas_search', model_dir='/unused',
+                num_classes=10, num_train_examples=1000, image_size=32,
+                train_batch_size=32, rl_cost_model_target=84.0)
+  values.update(overrides)
+  return SearchConfig(**values)
+
+
+def _tpu(replicas, **overrides):
+  return dict(use_tpu=True, tpu='x', num_replicas=replicas, **overrides)
+
+
+@pytest.mark.parametrize('overrides, message', [
+    # Training fields (validate_training).
+    (dict(num_replicas=0), 'num_replicas must be positive, got 0'),
+    (dict(train_batch_size=0), 'train_batch_size must be positive, got 0'),
+    (_tpu(8, train_batch_size=30), 'train_batch_size 30 is not divisible by '
+     'the 8 replicas; use a multiple of 8'),
+    (dict(num_replicas=2), 'num_replicas=2 needs use_tpu; CPU/GPU runs use '
+     'one replica'),
+    (dict(image_size=27), 'image_size 27 is outside the valid range 28..224'),
+    (dict(image_size=225),
+     'image_size 225 is outside the valid range 28..224'),
+    (dict(num_classes=1), 'num_classes must be > 1, got 1'),
+    (dict(max_steps=0), 'max_steps must be positive, got 0'),
+    (dict(epochs=0.0), 'epochs and the training split size must be positive '
+     '(or give max_steps); got epochs=0.0, num_train_examples=1000'),
+    (dict(num_train_examples=0), 'epochs and the training split size must be '
+     'positive (or give max_steps); got epochs=90.0, num_train_examples=0'),
+    (dict(epochs=math.nan), 'epochs must be a finite number, got nan'),
+    (dict(label_smoothing=-math.inf),
+     'label_smoothing must be a finite number, got -inf'),
+    (dict(model_warmup_steps_fraction=-0.5),
+     _FRACTION.format('model_warmup_steps_fraction', -0.5)),
+    (dict(model_warmup_steps_fraction=1.5),
+     _FRACTION.format('model_warmup_steps_fraction', 1.5)),
+    (dict(model_learning_rate=0.0),
+     'model_learning_rate must be positive, got 0.0'),
+    (dict(model_momentum=1.0), _OPEN_FRACTION.format('model_momentum', 1.0)),
+    (dict(model_momentum=-0.5),
+     _OPEN_FRACTION.format('model_momentum', -0.5)),
+    (dict(model_rmsprop_decay=1.0),
+     _OPEN_FRACTION.format('model_rmsprop_decay', 1.0)),
+    (dict(model_rmsprop_epsilon=-0.5),
+     'model_rmsprop_epsilon must be >= 0, got -0.5'),
+    (dict(label_smoothing=1.0), _OPEN_FRACTION.format('label_smoothing', 1.0)),
+    (dict(label_smoothing=-0.5),
+     _OPEN_FRACTION.format('label_smoothing', -0.5)),
+    (dict(model_weight_decay=-0.5),
+     'model_weight_decay must be >= 0, got -0.5'),
+    (dict(tpu_iterations_per_loop=0),
+     'tpu_iterations_per_loop must be positive, got 0'),
+    (dict(save_checkpoints_steps=0), 'save_checkpoints_steps must be positive '
+     '(or unset: every 5 host loops), got 0'),
+    (dict(keep_checkpoint_max=-1), 'keep_checkpoint_max must be >= 0 (0 keeps '
+     'every checkpoint), got -1'),
+    (dict(log_every_steps=0), 'log_every_steps must be positive, got 0'),
+    # Search fields (_validate).
+    (_tpu(8, train_batch_size=8, rl_batch_size_multiplier=1.5),
+     'validation batch 12 (train_batch_size x rl_batch_size_multiplier) is '
+     'not divisible by the 8 replicas'),
+    (dict(rl_delay_steps_fraction=1.5),
+     _FRACTION.format('rl_delay_steps_fraction', 1.5)),
+    (dict(rl_delay_steps_fraction=-0.5),
+     _FRACTION.format('rl_delay_steps_fraction', -0.5)),
+    (dict(increase_ops_warmup_steps_fraction=-0.5),
+     _FRACTION.format('increase_ops_warmup_steps_fraction', -0.5)),
+    (dict(increase_filters_warmup_steps_fraction=-0.5),
+     _FRACTION.format('increase_filters_warmup_steps_fraction', -0.5)),
+    (dict(increase_filters_warmup_steps_fraction=0.5),
+     'increase_filters_warmup_steps_fraction=0.5 is larger than '
+     'rl_delay_steps_fraction=0.25; the warm-up must end before the '
+     'controller starts learning'),
+    (dict(rl_learning_rate=-0.5), 'rl_learning_rate must be >= 0 (0 freezes '
+     'the controller), got -0.5'),
+    (dict(rl_baseline_momentum=1.0),
+     _OPEN_FRACTION.format('rl_baseline_momentum', 1.0)),
+    (dict(rl_baseline_momentum=-0.5),
+     _OPEN_FRACTION.format('rl_baseline_momentum', -0.5)),
+    (dict(rl_batch_size_multiplier=0.5), 'rl_batch_size_multiplier must be a '
+     'whole number >= 1, got 0.5'),
+    (dict(rl_batch_size_multiplier=2.5), 'rl_batch_size_multiplier must be a '
+     'whole number >= 1, got 2.5'),
+    (dict(rl_temperature=0.0), 'rl_temperature must be positive, got 0.0'),
+    (dict(cost_model='madds', rl_cost_model_target=None),
+     "cost model 'madds' needs rl_cost_model_target"),
+    (dict(rl_cost_model_target=0.0),
+     'rl_cost_model_target must be positive, got 0.0'),
+    (dict(cost_model='none', rl_cost_model_target=-0.5),
+     'rl_cost_model_target must be positive, got -0.5'),
+    (dict(constant_validation_accuracy=1.5),
+     'constant_validation_accuracy must be in [0, 1], got 1.5'),
+    (dict(constant_validation_accuracy=-0.5),
+     'constant_validation_accuracy must be in [0, 1], got -0.5'),
+    (dict(validation_weights='after'), "unknown validation_weights 'after'; "
+     'valid choices: pre_update, post_update'),
+])
+def test_each_check_names_its_field_and_value(overrides, message):
+  with pytest.raises(ConfigError, match=f'^{re.escape(message)}$'):
+    _config(**overrides)
+
+
+@pytest.mark.parametrize('overrides', [
+    _tpu(8, train_batch_size=64),
+    dict(train_batch_size=1),
+    dict(epochs=0.5), dict(num_train_examples=1),
+    dict(image_size=28), dict(image_size=224),
+    dict(num_classes=2),
+    dict(max_steps=1, epochs=0.0, num_train_examples=0),
+    dict(model_warmup_steps_fraction=0.0),
+    dict(model_warmup_steps_fraction=1.0),
+    dict(model_momentum=0.0), dict(model_rmsprop_decay=0.0),
+    dict(model_rmsprop_epsilon=0.0), dict(label_smoothing=0.0),
+    dict(model_weight_decay=0.0),
+    dict(tpu_iterations_per_loop=1), dict(save_checkpoints_steps=1),
+    dict(keep_checkpoint_max=0), dict(log_every_steps=1),
+    dict(rl_delay_steps_fraction=1.0),
+    dict(rl_delay_steps_fraction=0.0, increase_ops_warmup_steps_fraction=0.0,
+         increase_filters_warmup_steps_fraction=0.0),
+    dict(rl_learning_rate=0.0), dict(rl_baseline_momentum=0.0),
+    dict(rl_batch_size_multiplier=1.0), dict(rl_batch_size_multiplier=3),
+    dict(rl_temperature=1e-3),
+    dict(cost_model='none', rl_cost_model_target=None),
+    dict(rl_cost_model_target=1e-3),
+    dict(constant_validation_accuracy=0.0),
+    dict(constant_validation_accuracy=1.0),
+    dict(validation_weights='post_update'),
+])
+def test_the_edges_of_each_range_are_valid(overrides):
+  config = _config(**overrides)
+  for name, value in overrides.items():
+    assert getattr(config, name) == value
+
+
+def test_the_defaults_are_valid():
+  _config()  # Every default of SearchConfig passes its own checks.
+
+
+def test_check_raises_only_on_false():
+  config_lib.check(True, 'unused')
+  with pytest.raises(ConfigError, match='^the message$'):
+    config_lib.check(False, 'the message')

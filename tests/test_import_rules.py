@@ -1,0 +1,273 @@
+"""Checks every module's imports against docs/DESIGN.md's module table.
+
+The table ("Modules and what they may import") is the one statement of the
+rules: this test parses it, parses the imports of every module under
+tunas_search/, search_spaces/ and bin/ (ast, nothing is imported), and fails
+naming the module, the line and the import that breaks a rule.
+"""
+
+import ast
+import dataclasses
+import os
+import re
+from typing import Dict, FrozenSet, Iterator, List, Optional
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DESIGN = os.path.join(ROOT, 'docs', 'DESIGN.md')
+SECTION = '## Modules and what they may import'
+LIBRARY = 'tunas_search'
+# Top-level packages that are one table row each; every other row is a
+# module or subpackage of the library.
+PACKAGE_ROWS = ('search_spaces', 'bin')
+PACKAGES = (LIBRARY,) + PACKAGE_ROWS
+TENSORFLOW_LEVELS = ('yes', 'in functions', 'no')
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+  """One row of the table.
+
+  Attributes:
+    row: the module as the table names it, e.g. `schema.py` or `supernet/`.
+    may_import: units it may import; `tunas_search` allows every library one.
+    tensorflow: 'yes', 'in functions' or 'no'.
+  """
+  row: str
+  may_import: FrozenSet[str]
+  tensorflow: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+  module: str  # Dotted and absolute, e.g. 'tunas_search.schema'.
+  line: int
+  in_function: bool
+
+
+def _unit_of_row(row: str) -> str:
+  return row[:-len('.py')] if row.endswith('.py') else row.rstrip('/')
+
+
+def read_rules(path: str = DESIGN) -> Dict[str, Rule]:
+  """The table of docs/DESIGN.md as unit name -> Rule."""
+  with open(path) as f:
+    text = f.read()
+  assert SECTION in text, f'{path} has no section {SECTION!r}'
+  section = text.split(SECTION, 1)[1].split('\n## ', 1)[0]
+  rules = {}
+  for line in section.splitlines():
+    cells = [c.strip() for c in line.strip().strip('|').split('|')]
+    if not line.startswith('|') or len(cells) != 4 or cells[0] in (
+        'module', '---'):
+      continue
+    row = cells[0].strip('`')
+    tensorflow = cells[3]
+    assert tensorflow in TENSORFLOW_LEVELS, (
+        f'{path}: row {row}: TensorFlow must be one of {TENSORFLOW_LEVELS}, '
+        f'got {tensorflow!r}')
+    unit = _unit_of_row(row)
+    assert unit not in rules, f'{path}: two rows for {row}'
+    rules[unit] = Rule(row, frozenset(re.findall(r'`([\w.]+)`', cells[2])),
+                       tensorflow)
+  assert rules, f'{path}: no rows under {SECTION!r}'
+  return rules
+
+
+def module_name(relpath: str) -> str:
+  """'tunas_search/supernet/ops.py' -> 'tunas_search.supernet.ops'."""
+  name = relpath[:-len('.py')].replace(os.sep, '.')
+  return name[:-len('.__init__')] if name.endswith('.__init__') else name
+
+
+def unit_of(module: str) -> Optional[str]:
+  """The table row (unit) a project module belongs to; None if external."""
+  parts = module.split('.')
+  if parts[0] in PACKAGE_ROWS:
+    return parts[0]
+  if parts[0] == LIBRARY:
+    return parts[1] if len(parts) > 1 else '__init__'
+  return None
+
+
+def _is_module(dotted: str) -> bool:
+  path = os.path.join(ROOT, *dotted.split('.'))
+  return os.path.isfile(path + '.py') or os.path.isdir(path)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+  test = node.test
+  return ((isinstance(test, ast.Name) and test.id == 'TYPE_CHECKING') or
+          (isinstance(test, ast.Attribute) and test.attr == 'TYPE_CHECKING'))
+
+
+def imports_of(relpath: str, source: str) -> List[Import]:
+  """Every import a module runs, resolved to absolute dotted names.
+
+  `from package import name` counts as importing `package.name` (a submodule
+  or a name of a third-party package, e.g. `absl.flags`), or `package`
+  itself when `name` is an object of a project package. Imports under
+  `if TYPE_CHECKING:` are skipped: they never run.
+  """
+  this = module_name(relpath)
+  package = this if relpath.endswith('__init__.py') else this.rpartition('.')[0]
+  found: List[Import] = []
+
+  def visit(node: ast.AST, in_function: bool) -> None:
+    if isinstance(node, ast.If) and _is_type_checking(node):
+      for child in node.orelse:
+        visit(child, in_function)
+      return
+    if isinstance(node, ast.Import):
+      found.extend(Import(a.name, node.lineno, in_function)
+                   for a in node.names)
+    elif isinstance(node, ast.ImportFrom):
+      base = node.module or ''
+      if node.level:
+        parent = package.split('.')[:len(package.split('.')) - node.level + 1]
+        base = '.'.join(parent + ([node.module] if node.module else []))
+      for alias in node.names:
+        full = f'{base}.{alias.name}'
+        project = unit_of(base) is not None
+        name = base if project and not _is_module(full) else full
+        found.append(Import(name, node.lineno, in_function))
+    in_function = in_function or isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    for child in ast.iter_child_nodes(node):
+      visit(child, in_function)
+
+  visit(ast.parse(source, relpath), False)
+  return found
+
+
+def _is_tensorflow(module: str) -> bool:
+  return module.split('.')[0].startswith('tensorflow')
+
+
+def _is_absl_flags(module: str) -> bool:
+  return module == 'absl.flags' or module.startswith('absl.flags.')
+
+
+def violations(relpath: str, source: str,
+               rules: Dict[str, Rule]) -> List[str]:
+  """What breaks the rules in one module, one readable line each."""
+  unit = unit_of(module_name(relpath))
+  if unit not in rules:
+    return [f'{relpath} has no row in the module table of docs/DESIGN.md '
+            f'(add one saying why it exists and what it may import)']
+  rule = rules[unit]
+  out = []
+  for imp in imports_of(relpath, source):
+    where = f'{relpath}:{imp.line} imports {imp.module}'
+    target = unit_of(imp.module)
+    if target is not None and target != unit:
+      allowed = (target in rule.may_import or
+                 (LIBRARY in rule.may_import and
+                  imp.module.split('.')[0] == LIBRARY))
+      if not allowed:
+        listed = ', '.join(sorted(rule.may_import)) or 'no project module'
+        out.append(f'{where}: docs/DESIGN.md lets `{rule.row}` import only '
+                   f'{listed}')
+    if _is_absl_flags(imp.module) and unit != 'bin':
+      out.append(f'{where}: flags live in bin/ only (STYLE.md principle 1)')
+    if _is_tensorflow(imp.module):
+      if rule.tensorflow == 'no':
+        out.append(f'{where}: docs/DESIGN.md says `{rule.row}` never loads '
+                   'TensorFlow')
+      elif rule.tensorflow == 'in functions' and not imp.in_function:
+        out.append(f'{where} at module level: docs/DESIGN.md says `{rule.row}` '
+                   'imports TensorFlow only inside functions')
+  return out
+
+
+def _module_paths() -> Iterator[str]:
+  for package in PACKAGES:
+    for directory, subdirs, files in os.walk(os.path.join(ROOT, package)):
+      subdirs[:] = sorted(d for d in subdirs if not d.startswith(('.', '_')))
+      for name in sorted(files):
+        if name.endswith('.py'):
+          yield os.path.relpath(os.path.join(directory, name), ROOT)
+
+
+RULES = read_rules()
+MODULES = list(_module_paths())
+
+
+@pytest.mark.parametrize('relpath', MODULES)
+def test_module_follows_the_design_table(relpath):
+  with open(os.path.join(ROOT, relpath)) as f:
+    problems = violations(relpath, f.read(), RULES)
+  assert not problems, '\n'.join(problems)
+
+
+def test_every_row_names_an_existing_module():
+  units = {unit_of(module_name(p)) for p in MODULES}
+  stale = sorted(r.row for u, r in RULES.items() if u not in units)
+  assert not stale, f'docs/DESIGN.md module table: no such module {stale}'
+  unknown = {rule.row: sorted(rule.may_import - units - {LIBRARY})
+             for rule in RULES.values()}
+  unknown = {row: names for row, names in unknown.items() if names}
+  assert not unknown, f'docs/DESIGN.md module table: unknown modules {unknown}'
+
+
+def test_the_library_never_imports_search_spaces_or_bin():
+  for unit, rule in RULES.items():
+    if unit not in PACKAGE_ROWS:
+      assert not rule.may_import & set(PACKAGE_ROWS), rule.row
+  assert not RULES['search_spaces'].may_import & {'bin'}
+
+
+def test_modules_without_tensorflow_import_none_that_loads_it():
+  for rule in RULES.values():
+    if rule.tensorflow != 'yes':
+      loads = sorted(RULES[u].row for u in rule.may_import
+                     if u in RULES and RULES[u].tensorflow == 'yes')
+      assert not loads, (f'docs/DESIGN.md: `{rule.row}` (TensorFlow: '
+                         f'{rule.tensorflow}) may import {loads}, which load '
+                         'TensorFlow')
+
+
+@pytest.mark.parametrize('unit', ['registry', 'serialization', 'schema',
+                                  'specs', 'architecture', 'search_spaces'])
+def test_the_spec_layer_never_loads_tensorflow(unit):
+  assert RULES[unit].tensorflow == 'no'
+
+
+# The checker itself, on made-up modules.
+@pytest.mark.parametrize('relpath, source, expected', [
+    ('tunas_search/schema.py', 'import tensorflow as tf\n',
+     'tunas_search/schema.py:1 imports tensorflow: docs/DESIGN.md says '
+     '`schema.py` never loads TensorFlow'),
+    ('tunas_search/config.py', 'def f():\n  import tensorflow\n'
+     'import tensorflow.compat.v1\n',
+     'tunas_search/config.py:3 imports tensorflow.compat.v1 at module level'),
+    ('tunas_search/search.py', 'from absl import flags\n',
+     'tunas_search/search.py:1 imports absl.flags: flags live in bin/ only'),
+    ('tunas_search/supernet/ops.py', 'import search_spaces\n',
+     'tunas_search/supernet/ops.py:1 imports search_spaces: docs/DESIGN.md '
+     'lets `supernet/` import only schema, specs'),
+    ('search_spaces/x.py', 'from tunas_search import supernet\n',
+     'search_spaces/x.py:1 imports tunas_search.supernet'),
+    ('tunas_search/specs.py', 'from . import controller\n',
+     'tunas_search/specs.py:1 imports tunas_search.controller'),
+    ('tunas_search/newmodule.py', '',
+     'tunas_search/newmodule.py has no row in the module table'),
+])
+def test_checker_reports_the_module_and_the_import(relpath, source, expected):
+  problems = violations(relpath, source, RULES)
+  assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+@pytest.mark.parametrize('relpath, source', [
+    ('tunas_search/config.py', 'def f():\n  import tensorflow as tf\n'),
+    ('tunas_search/cost_models/__init__.py',
+     'from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n'
+     '  from tunas_search.config import SearchConfig\n'),
+    ('tunas_search/supernet/builder.py',
+     'from tunas_search.supernet import ops\nfrom . import widths\n'),
+    ('bin/x.py', 'from absl import flags\nfrom . import cli\n'
+     'from tunas_search import runner\nimport search_spaces\n'),
+])
+def test_checker_accepts_what_the_table_allows(relpath, source):
+  assert violations(relpath, source, RULES) == []

@@ -1,0 +1,179 @@
+"""Tests of the model-dir lock, damage checks, resume_from and temp clean-up.
+
+Faults are injected deterministically: files are truncated, deleted or
+overwritten, and a lock holder is a subprocess killed with SIGKILL.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tunas_search import model_dir as model_dir_lib
+from tunas_search.model_dir import ModelDirError
+
+tf1 = tf.compat.v1
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _write_checkpoints(directory, steps=(1, 2, 3), nan_at=None):
+  """Checkpoints of a two-variable graph, as the estimator's saver writes."""
+  with tf.Graph().as_default():
+    w = tf1.get_variable('w', initializer=tf.zeros([64, 64]))
+    step = tf1.train.get_or_create_global_step()
+    saver = tf1.train.Saver(save_relative_paths=True, max_to_keep=10)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for s in steps:
+        value = np.full([64, 64], float(s), np.float32)
+        if s == nan_at:
+          value[0, 0] = np.nan
+        sess.run([w.assign(value), step.assign(s)])
+        saver.save(sess, os.path.join(directory, 'model.ckpt'), global_step=s)
+  with open(os.path.join(directory, 'config.json'), 'w') as f:
+    f.write('{}')
+
+
+def _prefix(directory, step):
+  return os.path.join(directory, f'model.ckpt-{step}')
+
+
+def test_second_holder_is_refused_with_pid_and_host(tmp_path):
+  directory = str(tmp_path / 'run')
+  with model_dir_lib.exclusive(directory) as lock:
+    with pytest.raises(ModelDirError, match='in use by another process'):
+      with model_dir_lib.exclusive(directory):
+        pass
+    assert not os.listdir(directory)  # Refusing writes nothing.
+    lock.record_holder()
+    with pytest.raises(ModelDirError) as error:
+      with model_dir_lib.exclusive(directory):
+        pass
+    message = str(error.value)
+    assert f'pid {os.getpid()} on host ' in message
+    assert '\n' not in message and 'use another --model_dir' in message
+  with model_dir_lib.exclusive(directory):  # Released at exit.
+    pass
+
+
+def test_lock_of_a_killed_process_is_released(tmp_path):
+  directory = str(tmp_path / 'run')
+  holder = subprocess.Popen(
+      [sys.executable, '-c',
+       'import sys; sys.path.insert(0, sys.argv[1]);'
+       'from tunas_search import model_dir as m\n'
+       'with m.exclusive(sys.argv[2]) as lock:\n'
+       '  lock.record_holder(); print("locked", flush=True)\n'
+       '  sys.stdin.read()',
+       _ROOT, directory],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == 'locked'
+    with pytest.raises(ModelDirError, match=f'pid {holder.pid} on host'):
+      with model_dir_lib.exclusive(directory):
+        pass
+  finally:
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+  with model_dir_lib.exclusive(directory):
+    pass
+
+
+def test_model_dir_under_a_file_is_one_line(tmp_path):
+  blocker = tmp_path / 'file'
+  blocker.write_text('x')
+  with pytest.raises(ModelDirError, match=r'cannot use model dir .*file/run'):
+    with model_dir_lib.exclusive(str(blocker / 'run')):
+      pass
+  assert blocker.read_text() == 'x'
+
+
+def test_intact_dir_and_new_dir_pass(tmp_path):
+  model_dir_lib.check(str(tmp_path / 'missing'))
+  model_dir_lib.check(str(tmp_path))  # Empty.
+  _write_checkpoints(str(tmp_path))
+  model_dir_lib.check(str(tmp_path))
+  assert model_dir_lib.checkpoint_prefixes(str(tmp_path)) == [
+      _prefix(str(tmp_path), s) for s in (1, 2, 3)]
+
+
+@pytest.mark.parametrize('fault', ['truncated', 'deleted'])
+def test_damaged_latest_checkpoint_is_refused(tmp_path, fault):
+  directory = str(tmp_path)
+  _write_checkpoints(directory)
+  data = _prefix(directory, 3) + '.data-00000-of-00001'
+  if fault == 'truncated':
+    with open(data, 'r+b') as f:
+      f.truncate(100)
+  else:
+    os.remove(data)
+  with pytest.raises(ModelDirError) as error:
+    model_dir_lib.check(directory)
+  message = str(error.value)
+  assert f'checkpoint {_prefix(directory, 3)} cannot be read' in message
+  assert f'--resume_from={_prefix(directory, 2)}' in message
+  assert '\n' not in message
+
+
+def test_garbage_state_file_is_refused(tmp_path):
+  directory = str(tmp_path)
+  _write_checkpoints(directory)
+  with open(os.path.join(directory, 'checkpoint'), 'w') as f:
+    f.write('this is not a checkpoint state\x00')
+  with pytest.raises(ModelDirError, match='is not a checkpoint state file.*'
+                     f'--resume_from={_prefix(directory, 3)}'):
+    model_dir_lib.check(directory)
+
+
+def test_missing_state_file_and_missing_config_are_refused(tmp_path):
+  directory = str(tmp_path)
+  _write_checkpoints(directory)
+  os.remove(os.path.join(directory, 'checkpoint'))
+  with pytest.raises(ModelDirError, match='checkpoint state file .* is '
+                     'missing'):
+    model_dir_lib.check(directory)
+  os.remove(os.path.join(directory, 'config.json'))
+  with pytest.raises(ModelDirError, match='holds checkpoints but no '
+                     'config.json'):
+    model_dir_lib.check(directory)
+
+
+def test_resume_from_makes_an_older_checkpoint_the_latest(tmp_path):
+  directory = str(tmp_path)
+  _write_checkpoints(directory)
+  with open(_prefix(directory, 3) + '.data-00000-of-00001', 'r+b') as f:
+    f.truncate(10)
+  assert model_dir_lib.resume_from(directory, 'model.ckpt-2') == _prefix(
+      directory, 2)
+  model_dir_lib.check(directory)
+  assert tf.train.latest_checkpoint(directory) == _prefix(directory, 2)
+  with pytest.raises(ModelDirError, match='not a checkpoint of .*'
+                     'checkpoints: model.ckpt-1, model.ckpt-2, model.ckpt-3'):
+    model_dir_lib.resume_from(directory, 'model.ckpt-7')
+  with pytest.raises(ModelDirError, match='cannot be read'):
+    model_dir_lib.resume_from(directory, _prefix(directory, 3))
+
+
+def test_damage_can_require_finite_values(tmp_path):
+  directory = str(tmp_path)
+  _write_checkpoints(directory, nan_at=3)
+  assert model_dir_lib.damage(_prefix(directory, 3)) is None
+  assert 'NaN or inf' in model_dir_lib.damage(_prefix(directory, 3),
+                                              require_finite=True)
+  assert model_dir_lib.newest_intact(directory, require_finite=True) == (
+      _prefix(directory, 2))
+
+
+def test_stale_temp_dirs_are_removed(tmp_path):
+  stale = tmp_path / 'model.ckpt-5_temp' / 'part-00000-of-00001.index'
+  stale.parent.mkdir()
+  stale.write_text('x')
+  keep = tmp_path / 'eval'
+  keep.mkdir()
+  removed = model_dir_lib.remove_stale_temp_dirs(str(tmp_path))
+  assert removed == [str(tmp_path / 'model.ckpt-5_temp')]
+  assert sorted(os.listdir(tmp_path)) == ['eval']
