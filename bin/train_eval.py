@@ -72,6 +72,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       'logits) instead of --search_space/--indices.', **fv)
   flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, '
                       'summaries, config.json and eval results.', **fv)
+  flags.DEFINE_string('resume_from', None, 'Continue from this checkpoint of '
+                      '--model_dir (e.g. model.ckpt-300) instead of the '
+                      'latest, e.g. when the latest is damaged.', **fv)
   flags.DEFINE_string('dataset', None, 'Dataset: ' + ', '.join(
       data.REGISTRY.names()) + ', or tfds:NAME (default: the search\'s '
                       'with --search_model_dir, else '
@@ -179,7 +182,8 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   # Import TensorFlow-heavy modules only once the flags are known to be good.
   from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
   try:
-    result = train_eval.run(config, spec)
+    result = train_eval.run(config, spec,
+                            resume_from=flag_values.resume_from)
   except (ConfigError, train_eval.WarmStartError) as e:
     raise cli.UsageError(str(e)) from None
   if result is None:

@@ -1,13 +1,15 @@
 """The two ProxylessNAS-based TuNAS spaces and the reference nets they contain.
 
-Layout: docs/method.md section 3 and docs/cost_models.md Reference
-architectures: docs/cost_models.md (op codes from the TuNAS model
-archive; ProxylessNAS-Mobile from Cai et al. 2019, MobileNetV2 from Sandler
-et al. 2018, MnasNet-B1 from Tan et al. 2019).
+Layout: docs/method.md section 3 (and the index layout of
+docs/cost_models.md). Reference architectures: the published op codes of
+docs/method.md section 3, written as block strings (ProxylessNAS-Mobile from
+Cai et al. 2019, MobileNetV2 from Sandler et al. 2018, MnasNet-B1 from Tan et
+al. 2019).
 """
 
-from typing import List, Sequence, Tuple
+from typing import Sequence, Tuple
 
+from tunas_search import architecture
 from tunas_search import schema
 from tunas_search.schema import OneOf
 from tunas_search.specs import (Activation, Block, Conv, ConvTower,
@@ -88,61 +90,64 @@ def proxylessnas_enlarged_search() -> ConvTower:
       [OneOf(width_choices(b), schema.FILTERS) for b in ENLARGED_BASE_FILTERS])
 
 
-# Reference nets as 22 op codes (docs/cost_models.md): the block-1
-# separable-conv kernel index, then one code per bottleneck where code j < 6
-# is kernel KERNEL_SIZES[j % 3] with expansion EXPANSIONS[j // 3] and 6 = skip.
-PROXYLESSNAS_MOBILE_CODES = (0, 1, 0, 6, 6, 2, 0, 1, 1, 5, 1, 1, 1, 4, 1, 1, 1,
-                             5, 5, 2, 2, 5)
-MOBILENET_V2_CODES = (0, 3, 3, 6, 6, 3, 3, 3, 6, 3, 3, 3, 3, 3, 3, 3, 6, 3, 3,
-                      3, 6, 3)
-MNASNET_B1_CODES = (0, 0, 0, 0, 6, 1, 1, 1, 6, 4, 4, 4, 6, 3, 3, 6, 6, 4, 4, 4,
-                    4, 3)
-MOBILENET_V2_FILTERS = (32, 16, 24, 32, 64, 96, 160, 320, 1280)
-MNASNET_B1_FILTERS = (32, 16, 24, 40, 80, 96, 192, 320, 1280)
-_SKIP_CODE = 6
+# Reference nets as block strings (architecture.block_string's notation): per
+# block `filters: layer, ...`; `ib_k5_e3_s2_relu` is an inverted bottleneck
+# with kernel 5, expansion x3, stride 2 and ReLU, `+` a residual layer and
+# `skip` a skipped one. They are the published op codes of
+# docs/method.md section 3 (kernel and expansion per bottleneck, 6 = skip).
+PROXYLESSNAS_MOBILE = ' | '.join((  # Cai et al. 2019.
+    '32: conv3_s2, relu',
+    '16: sep3_relu, endpoint',
+    '32: ib_k5_e3_s2_relu, +ib_k3_e3_relu, +skip, +skip, endpoint',
+    '40: ib_k7_e3_s2_relu, +ib_k3_e3_relu, +ib_k5_e3_relu, +ib_k5_e3_relu, '
+    'endpoint',
+    '80: ib_k7_e6_s2_relu, +ib_k5_e3_relu, +ib_k5_e3_relu, +ib_k5_e3_relu',
+    '96: ib_k5_e6_relu, +ib_k5_e3_relu, +ib_k5_e3_relu, +ib_k5_e3_relu, '
+    'endpoint',
+    '192: ib_k7_e6_s2_relu, +ib_k7_e6_relu, +ib_k7_e3_relu, +ib_k7_e3_relu, '
+    'endpoint',
+    '320: ib_k7_e6_relu, endpoint',
+    '1280: conv1, relu, gap'))
+MOBILENET_V2 = ' | '.join((  # Sandler et al. 2018, width multiplier 1.0.
+    '32: conv3_s2, relu',
+    '16: sep3_relu, endpoint',
+    '24: ib_k3_e6_s2_relu, +ib_k3_e6_relu, +skip, +skip, endpoint',
+    '32: ib_k3_e6_s2_relu, +ib_k3_e6_relu, +ib_k3_e6_relu, +skip, endpoint',
+    '64: ib_k3_e6_s2_relu, +ib_k3_e6_relu, +ib_k3_e6_relu, +ib_k3_e6_relu',
+    '96: ib_k3_e6_relu, +ib_k3_e6_relu, +ib_k3_e6_relu, +skip, endpoint',
+    '160: ib_k3_e6_s2_relu, +ib_k3_e6_relu, +ib_k3_e6_relu, +skip, endpoint',
+    '320: ib_k3_e6_relu, endpoint',
+    '1280: conv1, relu, gap'))
+MNASNET_B1 = ' | '.join((  # Tan et al. 2019.
+    '32: conv3_s2, relu',
+    '16: sep3_relu, endpoint',
+    '24: ib_k3_e3_s2_relu, +ib_k3_e3_relu, +ib_k3_e3_relu, +skip, endpoint',
+    '40: ib_k5_e3_s2_relu, +ib_k5_e3_relu, +ib_k5_e3_relu, +skip, endpoint',
+    '80: ib_k5_e6_s2_relu, +ib_k5_e6_relu, +ib_k5_e6_relu, +skip',
+    '96: ib_k3_e6_relu, +ib_k3_e6_relu, +skip, +skip, endpoint',
+    '192: ib_k5_e6_s2_relu, +ib_k5_e6_relu, +ib_k5_e6_relu, +ib_k5_e6_relu, '
+    'endpoint',
+    '320: ib_k3_e6_relu, endpoint',
+    '1280: conv1, relu, gap'))
 
 
-def indices_from_codes(codes: Sequence[int],
-                       filter_indices: Sequence[int]) -> Tuple[int, ...]:
-  """Expands op codes and per-block width indices into 73 indices.
-
-  Index order follows docs/cost_models.md: each bottleneck gives
-  (kernel, expansion, op) and each block ends with its width index.
-  """
-  codes = list(codes)
-  f = list(filter_indices)
-  out: List[int] = [f[0], codes[0], f[1]]
-  layer_codes = iter(codes[1:])
-  for block, num_layers in zip(range(2, 8), (4, 4, 4, 4, 4, 1)):
-    for _ in range(num_layers):
-      code = next(layer_codes)
-      if code == _SKIP_CODE:
-        out += [0, 0, 1]  # Canonical 0 for the unused kernel and expansion.
-      else:
-        out += [code % 3, code // 3, 0]
-    out.append(f[block])
-  out.append(f[8])
-  return tuple(out)
-
-
-def enlarged_filter_indices(filters: Sequence[int]) -> Tuple[int, ...]:
-  """Per-block index of each width in proxylessnas_enlarged_search."""
-  return tuple(width_choices(b).index(f)
-               for b, f in zip(ENLARGED_BASE_FILTERS, filters))
+def _reference(space: ConvTower, block_string: str) -> Tuple[int, ...]:
+  """The architecture of a reference net (a block string) in `space`."""
+  return tuple(architecture.indices_of(
+      space, architecture.parse_block_string(block_string)))
 
 
 def proxylessnas_mobile_indices() -> Tuple[int, ...]:
   """ProxylessNAS-Mobile in proxylessnas_search."""
-  return indices_from_codes(PROXYLESSNAS_MOBILE_CODES, [0] * 9)
+  return _reference(proxylessnas_search(), PROXYLESSNAS_MOBILE)
 
 
 def mobilenet_v2_indices() -> Tuple[int, ...]:
-  """MobileNetV2 in proxylessnas_enlarged_search (docs/cost_models.md)."""
-  return indices_from_codes(MOBILENET_V2_CODES,
-                            enlarged_filter_indices(MOBILENET_V2_FILTERS))
+  """MobileNetV2 in proxylessnas_enlarged_search (its widths differ from
+  ProxylessNAS-Mobile's)."""
+  return _reference(proxylessnas_enlarged_search(), MOBILENET_V2)
 
 
 def mnasnet_b1_indices() -> Tuple[int, ...]:
-  """MnasNet-B1 in proxylessnas_enlarged_search (docs/cost_models.md)."""
-  return indices_from_codes(MNASNET_B1_CODES,
-                            enlarged_filter_indices(MNASNET_B1_FILTERS))
+  """MnasNet-B1 in proxylessnas_enlarged_search."""
+  return _reference(proxylessnas_enlarged_search(), MNASNET_B1)

@@ -271,3 +271,25 @@ def test_malformed_base_prefix_is_an_architecture_error():
   with pytest.raises(architecture.ArchitectureError,
                      match="malformed prefix 'basex'"):
     architecture.parse_block_string('basex; 8: conv3')
+
+
+def test_indices_of_inverts_prune_for_every_reference_net():
+  for name in search_spaces.reference_names():
+    space = search_spaces.get(name)
+    spec, indices = space.spec(), list(space.default_indices())
+    pruned = architecture.prune(spec, indices)
+    assert architecture.indices_of(spec, pruned) == architecture.canonicalize(
+        spec, indices)
+    # Through the block string too: the reference nets are written that way.
+    assert architecture.indices_of(spec, architecture.parse_block_string(
+        architecture.block_string(pruned))) == architecture.canonicalize(
+            spec, indices)
+
+
+def test_indices_of_refuses_a_network_outside_the_space():
+  spec = search_spaces.get('proxylessnas_search').spec()
+  outside = architecture.parse_block_string(
+      search_spaces.proxylessnas.MOBILENET_V2)  # Widths of another space.
+  with pytest.raises(architecture.ArchitectureError,
+                     match='not an architecture of this space'):
+    architecture.indices_of(spec, outside)

@@ -6,7 +6,7 @@ nested under an unselected choice still get an index; it is ignored when
 building and canonically 0 (docs/cost_models.md).
 """
 
-from typing import Any, List, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
@@ -157,6 +157,53 @@ def widest_index(decision: schema.Decision) -> int:
                      f'choice {choice!r}; expected an int or FilterMultiplier')
   values = [value(c) for c in decision.oneof.choices]
   return values.index(max(values))
+
+
+def _match(node: Any, target: Any, path: List[str]) -> Optional[dict]:
+  """Decision path -> index choices under which `node` prunes to `target`.
+
+  Returns None if no choice does. The first matching choice of a decision
+  wins; decisions under unselected choices are left out (index 0).
+  """
+  if isinstance(node, schema.OneOf):
+    here = '/'.join(path)
+    for i, choice in enumerate(node.choices):
+      found = _match(choice, target, path + ['choices', str(i)])
+      if found is not None:
+        found[here] = i
+        return found
+    return None
+  if type(node) is not type(target):  # pylint: disable=unidiomatic-typecheck
+    return None
+  kids, target_kids = schema.children(node), schema.children(target)
+  if not kids:
+    return {} if node == target else None
+  if [k for k, _ in kids] != [k for k, _ in target_kids]:
+    return None
+  found = {}
+  for (seg, child), (_, target_child) in zip(kids, target_kids):
+    sub = _match(child, target_child, path + [seg])
+    if sub is None:
+      return None
+    found.update(sub)
+  return found
+
+
+def indices_of(spec: Any, pruned: Any) -> List[int]:
+  """The architecture of `spec` that prunes to `pruned`, canonicalised.
+
+  The inverse of `prune`: e.g. a reference net written as a block string
+  (`parse_block_string`) becomes its architecture string in a space.
+
+  Raises:
+    ArchitectureError: if no architecture of `spec` is `pruned`.
+  """
+  found = _match(spec, pruned, [])
+  if found is None:
+    raise ArchitectureError('the network is not an architecture of this '
+                            'space (no choice of every decision gives it)')
+  return canonicalize(spec, [found.get(d.path, 0)
+                             for d in schema.decisions(spec)])
 
 
 def random_indices(spec: Any, rng: np.random.Generator) -> List[int]:

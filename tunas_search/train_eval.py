@@ -201,8 +201,8 @@ def _evaluate(estimator, config: TrainEvalConfig,
   return result
 
 
-def run(config: TrainEvalConfig, model_spec: Any,
-        hooks: Hooks = None) -> Optional[EvalResult]:
+def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
+        resume_from: Optional[str] = None) -> Optional[EvalResult]:
   """Trains and/or evaluates as `config.mode` says; resumes from model_dir.
 
   'train' trains to `config.total_steps`; 'evaluate' evaluates the latest
@@ -213,6 +213,8 @@ def run(config: TrainEvalConfig, model_spec: Any,
     config: the validated config.
     model_spec: the spec `config.indices` indexes.
     hooks: extra training session hooks (tests read losses with them).
+    resume_from: a checkpoint of the model dir to continue from instead of
+      the latest (e.g. the newest intact one when the latest is damaged).
 
   Returns:
     The last evaluation, or None for 'train'.
@@ -224,8 +226,11 @@ def run(config: TrainEvalConfig, model_spec: Any,
     WarmStartError: if `init_from_search` cannot initialise the network.
   """
   with model_dir_lib.exclusive(config.model_dir) as lock:
-    model_dir_lib.check(config.model_dir)
+    # Everything is checked before anything is written.
+    model_dir_lib.check(config.model_dir, resume_from)
     weights = prepare(config, model_spec)
+    if resume_from:
+      model_dir_lib.resume_from(config.model_dir, resume_from)
     lock.record_holder()
     model_dir_lib.remove_stale_temp_dirs(config.model_dir)
     return _run_locked(config, model_spec, weights, hooks)

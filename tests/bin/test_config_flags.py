@@ -39,7 +39,8 @@ _SEARCH_FLAGS = {
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'seed', 'constant_validation_accuracy'}
 _TRAIN_EVAL_FLAGS = {
-    'search_space', 'indices', 'search_model_dir', 'model_dir', 'mode',
+    'search_space', 'indices', 'search_model_dir', 'model_dir', 'resume_from',
+    'mode',
     'dataset', 'data_dir', 'image_size', 'train_split', 'eval_split',
     'train_batch_size', 'eval_batch_size', 'epochs', 'max_steps',
     'steps_per_eval', 'model_learning_rate', 'model_warmup_steps_fraction',

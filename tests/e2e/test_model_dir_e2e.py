@@ -120,3 +120,27 @@ def test_stale_temp_dir_of_a_killed_save_is_removed(finished, tmp_path):
   runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
                     tiny.tiny_spec())
   assert not os.path.exists(stale)
+
+
+def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):
+  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / 'run')
+  config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
+                                       save_checkpoints_steps=1)
+  with model_dir_lib.exclusive(model_dir) as lock:
+    lock.record_holder()
+    with pytest.raises(ModelDirError, match=f'pid {os.getpid()} on host'):
+      train_eval.run(config, test_train_eval.SPEC)
+  train_eval.run(config, test_train_eval.SPEC)
+  with open(os.path.join(model_dir, 'model.ckpt-2.data-00000-of-00001'),
+            'r+b') as f:
+    f.truncate(16)
+  before = snapshot(model_dir)
+  with pytest.raises(ModelDirError, match='--resume_from=.*model.ckpt-1'):
+    train_eval.run(config, test_train_eval.SPEC)
+  assert snapshot(model_dir) == before
+  assert train_eval.run(config, test_train_eval.SPEC,
+                        resume_from='model.ckpt-1') is None
+  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-2')
+  model_dir_lib.check(model_dir)
