@@ -115,6 +115,17 @@ class _BelowErrorFilter(logging.Filter):
     return record.levelno >= logging.ERROR
 
 
+class _ReportedByUsFilter(logging.Filter):
+  """Drops TensorFlow's "Model diverged with loss = NaN" error line.
+
+  The search reports a non-finite loss itself, in its one-line error that
+  also names the step and the checkpoint to resume from.
+  """
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith('Model diverged with loss')
+
+
 _installed = False
 
 
@@ -133,6 +144,7 @@ def quiet_python(verbosity: Optional[int]) -> None:
     return
   _installed = True
   logging.getLogger('tensorflow').setLevel(logging.ERROR)
+  logging.getLogger('tensorflow').addFilter(_ReportedByUsFilter())
   logging.getLogger('absl').addFilter(_LibraryChatterFilter())
   logging.getLogger('tensorboard').addFilter(_BelowErrorFilter())
   if not sys.warnoptions:

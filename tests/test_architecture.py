@@ -268,9 +268,10 @@ def test_widest_index_refuses_choices_without_a_width(bad):
 
 
 def test_malformed_base_prefix_is_an_architecture_error():
-  with pytest.raises(architecture.ArchitectureError,
-                     match="malformed prefix 'basex'"):
+  with pytest.raises(architecture.ArchitectureError) as error:
     architecture.parse_block_string('basex; 8: conv3')
+  assert str(error.value) == ("malformed prefix 'basex'; expected "
+                              '"base<N>; " with N a whole number')
 
 
 def test_indices_of_inverts_prune_for_every_reference_net():

@@ -189,3 +189,12 @@ def test_describe_arch_minimum_image_size_is_the_datasets():
   from bin import describe_arch  # pylint: disable=g-import-not-at-top
   from tunas_search import data  # pylint: disable=g-import-not-at-top
   assert describe_arch.MIN_IMAGE_SIZE == data.MIN_IMAGE_SIZE
+
+
+def test_tensorflows_nan_line_is_dropped_as_the_search_reports_it():
+  drop = _quiet._ReportedByUsFilter()  # pylint: disable=protected-access
+  def record(message):
+    return logging.LogRecord('tensorflow', logging.ERROR, __file__, 1,
+                             message, None, None)
+  assert not drop.filter(record('Model diverged with loss = NaN.'))
+  assert drop.filter(record('Some other error'))

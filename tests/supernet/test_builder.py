@@ -50,6 +50,7 @@ def _images(seed: int = 0) -> np.ndarray:
 def _build_supernet(spec) -> Supernet:
   graph = tf.Graph()
   with graph.as_default():
+    tf.compat.v1.set_random_seed(0)  # Reproducible initial weights.
     decisions = schema.decisions(spec)
     masks = [tf.compat.v1.placeholder(tf.float32, [d.num_choices])
              for d in decisions]
@@ -178,6 +179,7 @@ def _standalone_logits(spec, indices, values: Dict[str, np.ndarray],
                        images: np.ndarray) -> np.ndarray:
   graph = tf.Graph()
   with graph.as_default():
+    tf.compat.v1.set_random_seed(0)  # Reproducible initial weights.
     logits = build_network(architecture.with_indices(spec, indices),
                            tf.constant(images), NUM_CLASSES, is_training=True,
                            batch_norm_mode='stateful')
@@ -210,6 +212,7 @@ def test_supernet_and_standalone_agree(supernets, name):
 def test_mobilenet_v2_parameter_count():
   graph = tf.Graph()
   with graph.as_default():
+    tf.compat.v1.set_random_seed(0)  # Reproducible initial weights.
     space = search_spaces.get('mobilenet_v2')
     spec = architecture.with_indices(space.spec(), space.default_indices())
     images = tf.compat.v1.placeholder(tf.float32, [1, 224, 224, 3])
@@ -225,6 +228,7 @@ def test_mobilenet_v2_parameter_count():
 def test_stand_alone_variables_have_selected_widths():
   graph = tf.Graph()
   with graph.as_default():
+    tf.compat.v1.set_random_seed(0)  # Reproducible initial weights.
     space = search_spaces.get('mobilenet_v2')
     spec = architecture.with_indices(space.spec(), space.default_indices())
     build_network(spec, tf.zeros([1, 32, 32, 3]), 10, is_training=False,
