@@ -69,7 +69,7 @@ def test_ema_baseline_debiased_after_three_updates():
     value = tf.compat.v1.placeholder(tf.float32, [])
     estimate = rewards.ema_baseline(value, momentum=0.95)
     names = sorted(v.op.name for v in tf.compat.v1.global_variables())
-    assert names == ['rlcontroller/baseline/count', 'rlcontroller/baseline/ema']
+    assert names == ['baseline/count', 'baseline/ema']  # The default scope.
     assert not tf.compat.v1.trainable_variables()
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())

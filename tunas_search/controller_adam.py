@@ -54,7 +54,7 @@ def apply_adam(grads_and_vars: GradsAndVars,
                global_step: Optional[tf.Variable] = None,
                beta1: float = BETA1, beta2: float = BETA2,
                epsilon: float = EPSILON,
-               scope: str = 'rlcontroller/adam') -> tf.Operation:
+               scope: str = 'adam') -> tf.Operation:
   """One Adam step with the moments built as TuNAS builds them.
 
   For each variable, with g this replica's gradient and mean() the

@@ -112,7 +112,7 @@ def compute_reward(name: str, quality: FloatLike, cost: Optional[FloatLike],
 
 def ema_baseline(value: FloatLike,
                  momentum: float = DEFAULT_BASELINE_MOMENTUM,
-                 scope: str = 'rlcontroller/baseline') -> tf.Tensor:
+                 scope: str = 'baseline') -> tf.Tensor:
   """Feeds `value` into a zero-debiased exponential moving average.
 
   ema_t = m * ema_{t-1} + (1 - m) * value, ema_0 = 0, and the estimate is

@@ -291,12 +291,12 @@ def _summary_scalars(config: SearchConfig, decisions, logits, model, rl,
                      ) -> Dict[str, tf.Tensor]:
   """Every scalar a step logs, with the logits read after its update."""
   scalars = {f'model/{k}': v for k, v in model.items() if k != 'train_op'}
-  scalars.update({f'rlcontroller/{k}': v for k, v in rl.items()
+  scalars.update({f'{CONTROLLER_SCOPE}/{k}': v for k, v in rl.items()
                   if k != 'train_op'})
-  scalars.update({f'rlcontroller/{k}': v for k, v in reward.items()})
-  scalars['rlcontroller/validation_accuracy'] = accuracy
-  scalars['rlcontroller/increase_ops_prob'] = p_ops
-  scalars['rlcontroller/increase_filters_prob'] = p_filters
+  scalars.update({f'{CONTROLLER_SCOPE}/{k}': v for k, v in reward.items()})
+  scalars[f'{CONTROLLER_SCOPE}/validation_accuracy'] = accuracy
+  scalars[f'{CONTROLLER_SCOPE}/increase_ops_prob'] = p_ops
+  scalars[f'{CONTROLLER_SCOPE}/increase_filters_prob'] = p_filters
   if config.cost_model != cost_models.NONE:
     scalars[summaries.COST_TARGET_TAG] = tf.constant(
         config.rl_cost_model_target, tf.float32)

@@ -19,13 +19,16 @@ from tensorboard.plugins.custom_scalar import layout_pb2
 from tensorboard.plugins.custom_scalar import summary as custom_scalar_summary
 
 from tunas_search import architecture
+from tunas_search import controller
 from tunas_search import cost_models
 from tunas_search import schema
 from tunas_search import specs
 from tunas_search.config import SearchConfig
 
 PROBS_PREFIX = 'rlprobs'
-COST_TARGET_TAG = 'rlcontroller/cost_target'
+# Scalar tags of the controller, under its scope as in TuNAS.
+_RL = controller.DEFAULT_SCOPE
+COST_TARGET_TAG = f'{_RL}/cost_target'
 # A fixed name: a resumed search rewrites the same file instead of adding
 # one, and the `0` timestamp sorts it before every events file the search
 # writes, so TensorBoard reads the layout first.
@@ -34,10 +37,10 @@ SEARCH_CATEGORY = 'search: cost, reward, accuracy'
 # (title, tags) of the charts of the first category; the cost chart only
 # when the search has a cost model.
 _COST_CHART = ('estimated cost vs target',
-               ('rlcontroller/estimated_cost', COST_TARGET_TAG))
+               (f'{_RL}/estimated_cost', COST_TARGET_TAG))
 _SEARCH_CHARTS = (
-    ('reward vs baseline', ('rlcontroller/reward', 'rlcontroller/baseline')),
-    ('validation accuracy', ('rlcontroller/validation_accuracy',)),
+    ('reward vs baseline', (f'{_RL}/reward', f'{_RL}/baseline')),
+    ('validation accuracy', (f'{_RL}/validation_accuracy',)),
 )
 # Kinds of layer records that still hold decisions (their fields are not
 # known yet, so only the kind names the choice), as in block strings.
