@@ -8,8 +8,8 @@ import tensorflow as tf
 
 import search_spaces
 from tunas_search import controller
+from tunas_search import controller_adam
 from tunas_search import rewards
-from tunas_search import schedules
 from tunas_search import schema
 from tunas_search import specs
 from tunas_search.schema import OneOf
@@ -256,7 +256,8 @@ def test_reinforce_learns_preferred_choice():
     reward = tf.cast(tf.equal(s.indices[0], 2), tf.float32)
     advantage = reward - rewards.ema_baseline(reward, momentum=0.9)
     loss = rewards.reinforce_loss(s.log_prob, advantage, s.entropy, 0.0)
-    train = schedules.controller_optimizer(0.05).minimize(loss)
+    train = controller_adam.apply_adam(
+        list(zip(tf.gradients(loss, logits), logits)), 0.05, tf.identity)
     prob = tf.nn.softmax(logits[0])[2]
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())

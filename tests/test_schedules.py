@@ -74,11 +74,3 @@ def test_schedules_accept_python_steps_in_eager():
   assert float(schedules.linear_decay_prob(100, 400)) == pytest.approx(0.75)
   assert float(schedules.cosine_with_warmup(
       tf.constant(50, tf.int64), 0.4, 1000, 100)) == pytest.approx(0.2)
-
-
-def test_controller_optimizer_hyperparameters():
-  opt = schedules.controller_optimizer(0.01)
-  assert isinstance(opt, tf.compat.v1.train.AdamOptimizer)
-  # AdamOptimizer keeps its constructor arguments in these attributes.
-  assert (opt._lr, opt._beta1, opt._beta2, opt._epsilon) == (
-      0.01, 0.0, 0.999, 1e-8)

@@ -13,10 +13,6 @@ import tensorflow as tf
 
 StepLike = Union[int, tf.Tensor]
 
-# Controller Adam (docs/method.md section 5): no first-moment averaging.
-CONTROLLER_ADAM_BETA1 = 0.0
-CONTROLLER_ADAM_BETA2 = 0.999
-CONTROLLER_ADAM_EPSILON = 1e-8
 
 
 def _float_step(step: StepLike) -> tf.Tensor:
@@ -104,11 +100,3 @@ def linear_decay_prob(step: StepLike, warmup_steps: int) -> tf.Tensor:
   if warmup_steps <= 0:
     return tf.zeros_like(_float_step(step))
   return 1.0 - _progress(step, 0, warmup_steps)
-
-
-def controller_optimizer(
-    learning_rate: Union[float, tf.Tensor]) -> tf.compat.v1.train.Optimizer:
-  """Adam with beta1 = 0, beta2 = 0.999, epsilon = 1e-8 (docs/method.md section 5)."""
-  return tf.compat.v1.train.AdamOptimizer(
-      learning_rate, beta1=CONTROLLER_ADAM_BETA1, beta2=CONTROLLER_ADAM_BETA2,
-      epsilon=CONTROLLER_ADAM_EPSILON)
