@@ -107,13 +107,15 @@ def test_latest_checkpoint_gives_argmax_and_softmax(search_dir):
   assert result.indices == expected_indices(spec, values)
   assert result.architecture == architecture.format_indices(result.indices)
   assert len(result.decisions) == len(decisions) == 73
-  for report, d, v in zip(result.decisions, decisions, values):
+  for decision_report, d, v in zip(result.decisions, decisions, values):
     softmax = np.exp(v - v.max()) / np.exp(v - v.max()).sum()
     # The logits are float32 (checkpoint and events): the two softmaxes may
     # round differently in float32, a few ulps (6e-8 each): rtol=1e-6 here
     # and in the tests below.
-    np.testing.assert_allclose(report.probabilities, softmax, rtol=1e-6)
-    assert report.path == d.path and report.tag_name == d.tag_name
+    np.testing.assert_allclose(decision_report.probabilities, softmax,
+                               rtol=1e-6)
+    assert (decision_report.path, decision_report.tag_name) == (d.path,
+                                                               d.tag_name)
   assert result.block_string == architecture.block_string(
       architecture.prune(spec, result.indices))
 

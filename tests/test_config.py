@@ -244,3 +244,27 @@ def test_every_option_has_one_line_help_and_valid_choices(config_class):
   by_name = {f.name: f for f in dataclasses.fields(SearchConfig)}
   assert by_name['validation_weights'].metadata[config_lib.CHOICES] == (
       config_lib.VALIDATION_WEIGHTS)
+
+
+@pytest.mark.parametrize('text, reason', [
+    ('{"search_space": "proxylessnas_search"', 'Expecting'),  # Truncated.
+    ('{"search_space": "proxylessnas_search"}',  # Incomplete.
+     "missing 3 required positional arguments: 'model_dir', 'num_classes', "
+     "and 'num_train_examples'"),
+    ('{"search_space": "proxylessnas_search", "model_dir": "d", '
+     '"num_classes": "ten", "num_train_examples": 5}',  # Wrongly typed.
+     "'>' not supported"),
+])
+def test_damaged_config_json_is_one_line_and_left_alone(tmp_path, text,
+                                                        reason):
+  path = tmp_path / config_lib.CONFIG_FILENAME
+  path.write_text(text)
+  with pytest.raises(ConfigError) as error:
+    config_lib.write_or_check(_config(tmp_path), '{"spec": 1}')
+  message = str(error.value)
+  assert message.startswith(f'{path} is damaged or not a tunas_search '
+                            'config (')
+  assert reason in message and '\n' not in message
+  assert message.endswith('restore it or use another --model_dir')
+  assert path.read_text() == text
+  assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]

@@ -9,7 +9,6 @@ import tensorflow as tf
 from tunas_search import data
 from tunas_search import registry
 from tunas_search.data import embedded
-from tunas_search.data import preprocessing
 
 
 @pytest.fixture(scope='module')

@@ -14,6 +14,7 @@ from tunas_search import model_dir as model_dir_lib
 from tunas_search import runner
 from tunas_search import schema
 from tunas_search import serialization
+from tunas_search import specs
 from tunas_search.model_dir import ModelDirError
 from tunas_search.schema import OneOf
 from tests.e2e import tiny
@@ -87,6 +88,22 @@ def test_analysis_refuses_a_model_spec_that_does_not_match(finished,
     f.write(serialization.dumps(other, indent=1))
   with pytest.raises(analysis.AnalysisError, match='blocks/0/filters has 3 '
                      'choices in the spec and 2 logits'):
+    analysis.analyze(model_dir)
+
+
+def test_analysis_refuses_a_model_spec_with_fewer_decisions(finished,
+                                                           tmp_path):
+  model_dir = _copy(finished, tmp_path)
+  spec = tiny.tiny_spec()
+  # The skippable residual layer fixed to a skip: three decisions fewer.
+  body = dataclasses.replace(spec.blocks[1], layers=(
+      spec.blocks[1].layers[0], specs.Residual(specs.Zero())))
+  other = dataclasses.replace(spec, blocks=(spec.blocks[0], body,
+                                            spec.blocks[2]))
+  with open(os.path.join(model_dir, 'model_spec.json'), 'w') as f:
+    f.write(serialization.dumps(other, indent=1))
+  with pytest.raises(analysis.AnalysisError, match='it has logits of 3 '
+                     'decision.s. the spec lacks'):
     analysis.analyze(model_dir)
 
 

@@ -170,3 +170,42 @@ def test_pixel1_cost_inside_the_real_step(tmp_path, monkeypatch):
   logged, = _run_steps(config, spec, list(indices), 1, monkeypatch)
   assert logged['rlcontroller/estimated_cost'] == pytest.approx(
       _numpy_cost(config, spec, indices), rel=1e-5)
+
+
+def _depends_on(tensor: tf.Tensor, op: tf.Operation) -> bool:
+  """Whether running `tensor` needs `op` (data or control edges)."""
+  seen, stack = set(), [tensor.op]
+  while stack:
+    node = stack.pop()
+    if node is op:
+      return True
+    if node in seen:
+      continue
+    seen.add(node)
+    stack.extend(t.op for t in node.inputs)
+    stack.extend(node.control_inputs)
+  return False
+
+
+@pytest.mark.parametrize('validation_weights, waits', [
+    ('pre_update', False), ('post_update', True)])
+def test_validation_pass_waits_for_the_update_only_post_update(
+    tmp_path, monkeypatch, validation_weights, waits):
+  captured = {}
+  real = search._validation_accuracy
+
+  def validation_accuracy(config, masked_spec, batch, after, snapshots):
+    captured['after'] = after
+    captured['accuracy'] = real(config, masked_spec, batch, after, snapshots)
+    return captured['accuracy']
+
+  monkeypatch.setattr(search, '_validation_accuracy', validation_accuracy)
+  config = _config(tmp_path, validation_weights=validation_weights)
+  with tf.Graph().as_default():
+    images = tf.zeros([config.train_batch_size, 28, 28, 1])
+    search.make_model_fn(config, tiny.tiny_spec())(
+        {'train_images': images, 'validation_images': images},
+        {'train_labels': tf.zeros([config.train_batch_size], tf.int32),
+         'validation_labels': tf.zeros([config.train_batch_size], tf.int32)},
+        tf.estimator.ModeKeys.TRAIN, {})
+    assert _depends_on(captured['accuracy'], captured['after']) == waits
