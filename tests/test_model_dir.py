@@ -177,3 +177,14 @@ def test_stale_temp_dirs_are_removed(tmp_path):
   removed = model_dir_lib.remove_stale_temp_dirs(str(tmp_path))
   assert removed == [str(tmp_path / 'model.ckpt-5_temp')]
   assert sorted(os.listdir(tmp_path)) == ['eval']
+
+
+def test_checkpoint_names_are_joined_for_local_and_remote_dirs():
+  join = model_dir_lib._join  # pylint: disable=protected-access
+  assert join('/tmp/run/', 'model.ckpt-4') == '/tmp/run/model.ckpt-4'
+  assert join('runs/a', 'model.ckpt-4') == 'runs/a/model.ckpt-4'
+  assert join('/tmp/run', '/tmp/run/model.ckpt-4') == '/tmp/run/model.ckpt-4'
+  # The checkpoint state names checkpoints relative to a gs:// dir too.
+  assert join('gs://b/run/', 'model.ckpt-4') == 'gs://b/run/model.ckpt-4'
+  assert join('gs://b/run', 'gs://b/run/model.ckpt-4') == (
+      'gs://b/run/model.ckpt-4')

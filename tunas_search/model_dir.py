@@ -200,7 +200,9 @@ def _join(model_dir: str, path: str) -> str:
   """`path` (absolute, or relative to `model_dir`) as `checkpoint_prefixes`
   names it, so the two compare equal."""
   if not _is_local(path):
-    return path
+    return path  # Already a full gs://... path.
+  if not _is_local(model_dir):
+    return f'{model_dir.rstrip("/")}/{path}'
   return os.path.normpath(path if os.path.isabs(path) else
                           os.path.join(model_dir, path))
 
