@@ -37,7 +37,7 @@ setuptools.setup(
                          'cost_models/LICENSE*'],
     },
     # TensorFlow itself is an extra so that TPU and GPU users are not forced
-    # onto the CPU-only wheel: pick exactly one of [cpu], [tf] or [tpu].
+    # onto the CPU-only wheel: pick exactly one of [cpu], [tf], [gpu] or [tpu].
     install_requires=[
         'absl-py>=1.4',
         'numpy>=1.26,<2',
@@ -49,6 +49,9 @@ setuptools.setup(
     extras_require={
         'cpu': [f'tensorflow-cpu=={_TF}'],
         'tf': [f'tensorflow=={_TF}'],
+        # TensorFlow's own CUDA 12.2 / cuDNN 8.9 wheels from the package
+        # index, so a Linux GPU machine needs only an NVIDIA driver.
+        'gpu': [f'tensorflow[and-cuda]=={_TF}'],
         # TF 2.15 ships its own Cloud TPU client; it only needs these two.
         # The separate `cloud-tpu-client` package is deliberately not used: it
         # pins protobuf to the slow pure-Python 3.20 (see README).

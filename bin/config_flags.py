@@ -174,9 +174,11 @@ class ConfigFlags:
 
 def define_num_replicas(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines --num_replicas; read it with `num_replicas`."""
-  flags.DEFINE_integer('num_replicas', None, 'TPU cores (default '
-                       f'{DEFAULT_TPU_REPLICAS} with --use_tpu, else 1).',
-                       flag_values=flag_values)
+  flags.DEFINE_integer(
+      'num_replicas', None, f'TPU cores (default {DEFAULT_TPU_REPLICAS} with '
+      '--use_tpu, else 1); for a search without --use_tpu, the local GPUs to '
+      'mirror over (logical CPU devices on a machine without enough GPUs).',
+      flag_values=flag_values)
 
 
 def num_replicas(flag_values: flags.FlagValues = flags.FLAGS) -> int:
@@ -184,7 +186,7 @@ def num_replicas(flag_values: flags.FlagValues = flags.FLAGS) -> int:
 
   Raises:
     cli.UsageError: for --use_tpu without --tpu. The config checks the rest
-      (more than one replica needs use_tpu; batches must divide).
+      (replicas and batches).
   """
   if flag_values.use_tpu and not flag_values.tpu:
     raise cli.UsageError('--use_tpu needs --tpu=NAME (or a grpc:// address)')

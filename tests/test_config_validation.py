@@ -34,8 +34,9 @@ def _tpu(replicas, **overrides):
     (dict(train_batch_size=0), 'train_batch_size must be positive, got 0'),
     (_tpu(8, train_batch_size=30), 'train_batch_size 30 is not divisible by '
      'the 8 replicas; use a multiple of 8'),
-    (dict(num_replicas=2), 'num_replicas=2 needs use_tpu; CPU/GPU runs use '
-     'one replica'),
+    # Off TPU a search mirrors over local devices; the batch must divide.
+    (dict(num_replicas=3), 'train_batch_size 32 is not divisible by the 3 '
+     'replicas; use a multiple of 3'),
     (dict(image_size=27), 'image_size 27 is outside the valid range 28..224'),
     (dict(image_size=225),
      'image_size 225 is outside the valid range 28..224'),

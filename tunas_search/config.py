@@ -192,8 +192,8 @@ class TrainingFields(JobFields):
   tpu: Optional[str] = option(None, 'Cloud TPU name or grpc:// address.')
   tpu_zone: Optional[str] = option(None, 'Cloud TPU zone.')
   gcp_project: Optional[str] = option(None, 'Google Cloud project.')
-  num_replicas: int = option(1, 'Replicas (TPU cores) the batches are split '
-                             'over.')
+  num_replicas: int = option(1, 'Replicas the batches are split over: TPU '
+                             'cores, or (search) local GPUs.')
   tpu_iterations_per_loop: int = option(
       100, 'Steps per host loop; summaries are written this often.')
   save_checkpoints_steps: Optional[int] = option(
@@ -327,8 +327,13 @@ def _check_fraction(c: Any, name: str, upper_open: bool = False) -> None:
     check(0.0 <= value <= 1.0, f'{name} must be in [0, 1], got {value}')
 
 
-def validate_training(c: Any) -> None:
+def validate_training(c: Any, mirrored: bool = False) -> None:
   """Checks the fields every training job has (search and train/eval).
+
+  Args:
+    c: the config.
+    mirrored: whether the job runs several replicas off TPU (the devices of
+      one host through tf.distribute); otherwise that needs use_tpu.
 
   Raises:
     ConfigError: naming the first invalid value and its valid range.
@@ -341,7 +346,7 @@ def validate_training(c: Any) -> None:
   check(c.train_batch_size % c.num_replicas == 0,
         f'train_batch_size {c.train_batch_size} is not divisible by the '
         f'{c.num_replicas} replicas; use a multiple of {c.num_replicas}')
-  check(c.use_tpu or c.num_replicas == 1,
+  check(mirrored or c.use_tpu or c.num_replicas == 1,
         f'num_replicas={c.num_replicas} needs use_tpu; CPU/GPU runs use one '
         'replica')
   check(MIN_IMAGE_SIZE <= c.image_size <= MAX_IMAGE_SIZE,
@@ -389,7 +394,8 @@ def _validate_execution(c: Any) -> None:
 
 def _validate(c: SearchConfig) -> None:
   """Raises ConfigError naming the first invalid value."""
-  validate_training(c)
+  # A search mirrors over the local devices off TPU (tpu.make_strategy).
+  validate_training(c, mirrored=True)
   check(c.validation_batch_size % c.num_replicas == 0,
         f'validation batch {c.validation_batch_size} (train_batch_size x '
         f'rl_batch_size_multiplier) is not divisible by the {c.num_replicas} '

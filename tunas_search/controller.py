@@ -34,6 +34,10 @@ DEFAULT_SCOPE = 'rlcontroller'
 _LOGITS_SCOPE = 'logits'
 
 FloatLike = Union[float, tf.Tensor]
+# Every replica computes the same update of a controller variable from
+# cross-replica means, so under a tf.distribute strategy the first replica's
+# assignment is the one kept (no effect on one replica or on TPU).
+REPLICATED = tf.VariableAggregation.ONLY_FIRST_REPLICA
 
 
 class ControllerSample(NamedTuple):
@@ -106,7 +110,8 @@ def create_logits(decisions: Sequence[schema.Decision],
       for d in decisions:
         logits.append(tf.compat.v1.get_variable(
             d.path or 'root', shape=[d.num_choices], dtype=tf.float32,
-            initializer=tf.compat.v1.zeros_initializer(), trainable=True))
+            initializer=tf.compat.v1.zeros_initializer(), trainable=True,
+            aggregation=REPLICATED))
   return logits
 
 
@@ -229,8 +234,8 @@ def sample(decisions: Sequence[schema.Decision],
   """Samples an architecture from the controller (docs/method.md section 5).
 
   Each decision draws from Categorical(softmax(logits / temperature)). All
-  randomness comes from one `tf.random.uniform` op with no op-level seed by
-  default, so every TPU core samples its own architecture.
+  randomness comes from one uniform draw: stateless from `stateless_seed`
+  (what a search uses), else a stateful op seeded by `seed`.
 
   Args:
     decisions: `schema.decisions(spec)`.
@@ -241,9 +246,9 @@ def sample(decisions: Sequence[schema.Decision],
     temperature: float32 scalar > 0 dividing the logits.
     seed: op-level seed, for tests only.
     stateless_seed: optional int32 [2] tensor; when given, the draws come
-      from `tf.random.stateless_uniform` with this seed. On TPU the model_fn
-      mixes the replica id into it, so that cores sample different
-      architectures even when a graph-level seed is set.
+      from `tf.random.stateless_uniform` with this seed. The search's
+      model_fn folds the seed, the step and the replica id into it, so
+      replicas sample different architectures and runs are reproducible.
 
   Returns:
     A `ControllerSample`.

@@ -15,6 +15,7 @@ step with the same learning rate, bypassing the moments, as in the original.
 See docs/method.md, "Controller".
 """
 
+import re
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
@@ -27,23 +28,36 @@ BETA1 = 0.0
 BETA2 = 0.999
 EPSILON = 1e-8
 
+# Every replica assigns the same values (built from cross-replica means);
+# under a tf.distribute strategy the first replica's assignment is kept.
+_REPLICATED = tf.VariableAggregation.ONLY_FIRST_REPLICA
+
 GradsAndVars = Sequence[Tuple[Optional[tf.Tensor], tf.Variable]]
 MeanFn = Callable[[tf.Tensor], tf.Tensor]
 
 
+def _base_name(var: tf.Variable) -> str:
+  """`var`'s name without `:0`, and without the `/replica_<i>` that a
+  MirroredStrategy's replica i > 0 sees (its slots are looked up by the
+  first replica's names)."""
+  return re.sub(r'/replica_\d+$', '', var.name.split(':')[0])
+
+
 def _slot(var: tf.Variable, suffix: str) -> tf.Variable:
   """A zero-initialised, non-trainable float32 twin of `var`."""
-  name = var.name.split(':')[0]
+  name = _base_name(var)
   with tf1.variable_scope(tf1.get_variable_scope(), reuse=tf1.AUTO_REUSE):
     return tf1.get_variable(
         f'{name}/{suffix}', shape=var.shape, dtype=var.dtype.base_dtype,
-        initializer=tf1.zeros_initializer(), trainable=False)
+        initializer=tf1.zeros_initializer(), trainable=False,
+        aggregation=_REPLICATED)
 
 
 def _power(name: str, initial: float) -> tf.Variable:
   with tf1.variable_scope(tf1.get_variable_scope(), reuse=tf1.AUTO_REUSE):
     return tf1.get_variable(name, shape=[], dtype=tf.float32, trainable=False,
-                            initializer=tf1.constant_initializer(initial))
+                            initializer=tf1.constant_initializer(initial),
+                            aggregation=_REPLICATED)
 
 
 def apply_adam(grads_and_vars: GradsAndVars,

@@ -121,7 +121,9 @@ def ema_baseline(value: FloatLike,
   non-trainable float32 variables `<scope>/ema` and `<scope>/count`, so a
   checkpoint keeps them and a resumed run continues the average.
 
-  Graph mode only (variables come from `tf.compat.v1.get_variable`).
+  Graph mode only (variables come from `tf.compat.v1.get_variable`). Every
+  replica of a tf.distribute strategy must feed the same (cross-replica)
+  value: the first replica's update is the one kept.
 
   Args:
     value: float32 scalar, e.g. the cross-replica mean reward.
@@ -140,10 +142,12 @@ def ema_baseline(value: FloatLike,
   with tf.compat.v1.variable_scope(scope, reuse=tf.compat.v1.AUTO_REUSE):
     ema = tf.compat.v1.get_variable(
         'ema', shape=[], dtype=tf.float32, trainable=False,
-        initializer=tf.compat.v1.zeros_initializer())
+        initializer=tf.compat.v1.zeros_initializer(),
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     count = tf.compat.v1.get_variable(
         'count', shape=[], dtype=tf.float32, trainable=False,
-        initializer=tf.compat.v1.zeros_initializer())
+        initializer=tf.compat.v1.zeros_initializer(),
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
   value = tf.cast(value, tf.float32)
   update_ema = ema.assign_sub((1.0 - momentum) * (ema - value))
   update_count = count.assign_add(1.0)

@@ -38,12 +38,23 @@ def format_result(result: analysis.Analysis) -> str:
       result, os.path.join(result.model_dir, RESULT_FILENAME))
 
 
-def _make_estimator(config: SearchConfig, model_spec: Any):
+def _mirrored(config: SearchConfig) -> Optional[tpu.Mirrored]:
+  """The strategy of a search over several local devices, else None."""
+  if config.use_tpu or config.num_replicas == 1:
+    return None
+  try:
+    return tpu.mirrored_strategy(config.num_replicas)
+  except ValueError as e:
+    raise config_lib.ConfigError(str(e)) from None
+
+
+def _make_estimator(config: SearchConfig, model_spec: Any,
+                    mirrored: Optional[tpu.Mirrored]):
   # No estimator saver: `_checkpoint_saver` replaces it.
   run_config = tpu.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
-      config.tpu_zone, config.gcp_project, config.seed)
+      config.tpu_zone, config.gcp_project, config.seed, mirrored)
   return tpu.make_estimator(search.make_model_fn(config, model_spec),
                             run_config, config.use_tpu,
                             config.train_batch_size)
@@ -105,7 +116,8 @@ def non_finite_loss_error(model_dir: str,
 
 
 def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
-           hooks: List[tf1.train.SessionRunHook], write_graph: bool) -> None:
+           hooks: List[tf1.train.SessionRunHook], write_graph: bool,
+           mirrored: Optional[tpu.Mirrored]) -> None:
   """Trains from the latest checkpoint to `config.total_steps`."""
   total = config.total_steps
   log_every = config.log_every_steps or max(1, min(
@@ -119,8 +131,9 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
   try:
     # The saver runs first, so a checkpoint due at a step is written before
     # any later hook can stop the run.
-    _make_estimator(config, model_spec).train(
-        input_fn, max_steps=total,
+    replicas = 1 if config.use_tpu else config.num_replicas
+    _make_estimator(config, model_spec, mirrored).train(
+        tpu.per_replica_input_fn(input_fn, replicas), max_steps=total,
         hooks=[_checkpoint_saver(config, write_graph), progress, steps] + hooks,
         saving_listeners=[tpu.CheckpointLogger()])
   except tf1.train.NanLossDuringTrainingError:
@@ -156,6 +169,7 @@ def run_search(config: SearchConfig, model_spec: Any,
     NonFiniteLossError: if either loss became NaN or +-inf; the newest
       all-finite checkpoint is then the one a rerun resumes from.
   """
+  mirrored = _mirrored(config)  # Before anything is written.
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
@@ -174,7 +188,8 @@ def run_search(config: SearchConfig, model_spec: Any,
     if start < config.total_steps:
       # The graph goes into the events once, on a run's first start.
       _train(config, model_spec, input_fn or search_input_fn(config),
-             list(hooks or []), write_graph=start == 0 and not resumed)
+             list(hooks or []), write_graph=start == 0 and not resumed,
+             mirrored=mirrored)
     return _write_result(config)
 
 

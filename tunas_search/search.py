@@ -16,6 +16,7 @@ TensorBoard via host_call, logged under the step number after the step.
 """
 
 import contextlib
+import random
 from typing import Any, Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
@@ -35,6 +36,11 @@ from tunas_search.data import untranspose_images
 tf1 = tf.compat.v1
 # Variable scope of the controller's logits, baseline and Adam slots.
 CONTROLLER_SCOPE = controller.DEFAULT_SCOPE
+# Graph collections of per-replica tensors (one entry per replica off TPU),
+# for session hooks that watch what each replica sampled and earned.
+SAMPLED_INDICES = 'tunas_search/sampled_indices'
+REPLICA_REWARD = 'tunas_search/replica_reward'
+STEP_BASELINE = 'tunas_search/step_baseline'
 
 
 class _Batch(NamedTuple):
@@ -57,22 +63,25 @@ def _unpack(features, labels, config: SearchConfig) -> _Batch:
                 images[1], tf.cast(labels['validation_labels'], tf.int32))
 
 
-def _sampling_seed(config: SearchConfig,
-                   global_step: tf.Tensor) -> Optional[tf.Tensor]:
-  """A per-replica, per-step seed for the controller on TPU; None elsewhere.
+def _sampling_seed(config: SearchConfig, base: int,
+                   step: tf.Tensor) -> tf.Tensor:
+  """The controller's stateless seed for this step on this replica.
 
-  Every TPU core runs the same program with the same graph-level seed, so a
-  stateful random op would draw the same architecture on every core. Mixing
-  the replica id into a stateless seed gives each core its own architecture
-  every step (docs/method.md section 5).
+  Derived from (seed, step, replica) alone, so a search samples the same
+  architectures whether or not XLA compiles the step (XLA ignores the seeds of
+  stateful random ops), and after a resume; mixing in the replica id gives
+  every replica its own architecture (docs/method.md section 5).
+
+  Args:
+    config: the search config (replica layout).
+    base: `config.seed`, or a number drawn once per process without one.
+    step: the global step read at the start of the step.
   """
-  if not config.use_tpu or config.num_replicas == 1:
-    return None
-  from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-  replica = tf.cast(xla.replica_id(), tf.int32)
-  step = tf.cast(global_step, tf.int32)
-  base = config.seed or 0
-  return tf.stack([step, replica * 7919 + base])
+  seed = tf.constant([base, 0], tf.int64)
+  seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step,
+                                                                tf.int64))
+  replica = tpu.replica_id(config.use_tpu, config.num_replicas)
+  return tf.random.experimental.stateless_fold_in(seed, replica)
 
 
 def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
@@ -316,11 +325,22 @@ def make_model_fn(config: SearchConfig, model_spec: Any):
     model_spec: the search space's spec (no masks).
   """
   decisions = schema.decisions(model_spec)
+  # Without --seed each run samples its own stream; with it, every run the
+  # same one.
+  seed_base = (config.seed if config.seed is not None
+               else random.SystemRandom().randrange(2**31))
 
   def model_fn(features, labels, mode, params):
     del params  # Batch sizes are already in the input pipeline's tensors.
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'a search only trains; got mode {mode!r}')
+    return step_fn(features, labels, mode)
+
+  # A MirroredStrategy runs the model_fn through AutoGraph, which would
+  # rewrite this plain graph code (slowly); the estimator needs model_fn's
+  # own signature, so the body is what opts out.
+  @tf.autograph.experimental.do_not_convert
+  def step_fn(features, labels, mode):
     global_step = tf1.train.get_or_create_global_step()
     # One read for the whole step: every schedule and summary sees the step
     # before the controller's increment.
@@ -336,7 +356,7 @@ def make_model_fn(config: SearchConfig, model_spec: Any):
     sample = controller.sample(
         decisions, logits, increase_ops_prob=p_ops,
         increase_filters_prob=p_filters, temperature=config.rl_temperature,
-        stateless_seed=_sampling_seed(config, step))
+        stateless_seed=_sampling_seed(config, seed_base, step))
     masked_spec = schema.with_masks(
         model_spec, [tf.stop_gradient(m) for m in sample.masks])
 
@@ -350,6 +370,11 @@ def make_model_fn(config: SearchConfig, model_spec: Any):
     reward = _reward(config, masked_spec, accuracy)
     rl = _controller_step(config, sample, logits, reward['reward'],
                           step, global_step)
+
+    for key, value in ((SAMPLED_INDICES, sample.indices),
+                       (REPLICA_REWARD, reward['reward']),
+                       (STEP_BASELINE, rl['step_baseline'])):
+      tf1.add_to_collection(key, value)
 
     scalars = _summary_scalars(config, decisions, logits, model, rl, reward,
                                accuracy, p_ops, p_filters)

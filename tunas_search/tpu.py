@@ -1,11 +1,15 @@
-"""Everything TPU-specific, with the CPU path beside it.
+"""Where a step runs: TPU cores, several local devices, or one device.
 
 On one replica (CPU, GPU, or `use_tpu=False`) the cross-replica operations are
 identities and no TPU op is created, so the same model_fn runs everywhere.
+Several GPUs of one host (or logical CPU devices, in tests) run the same
+model_fn once per device under `tf.distribute.MirroredStrategy`
+(`mirrored_strategy`); the cross-replica operations are then all-reduces.
 """
 
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import (Callable, Dict, List, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 from absl import logging
 import tensorflow as tf
@@ -15,12 +19,49 @@ from tunas_search.config import TrainingFields
 tf1 = tf.compat.v1
 
 
+def _distributed_replica_context() -> Optional[tf.distribute.ReplicaContext]:
+  """The tf.distribute replica context of a multi-device step, else None."""
+  if not tf.distribute.has_strategy():
+    return None
+  context = tf.distribute.get_replica_context()
+  if context is None or context.num_replicas_in_sync == 1:
+    return None
+  return context
+
+
 def cross_replica_mean(value: tf.Tensor, num_replicas: int,
                        use_tpu: bool) -> tf.Tensor:
-  """Mean of `value` over replicas; the identity on one replica."""
-  if not use_tpu or num_replicas == 1:
-    return tf.identity(value)
-  return tf1.tpu.cross_replica_sum(value) / float(num_replicas)
+  """Mean of `value` over replicas; the identity on one replica.
+
+  TPU cores reduce with `cross_replica_sum`; the devices of a tf.distribute
+  strategy (several GPUs, or logical CPUs in tests) with an all-reduce.
+  """
+  if use_tpu and num_replicas > 1:
+    return tf1.tpu.cross_replica_sum(value) / float(num_replicas)
+  context = _distributed_replica_context()
+  if context is not None:
+    # Not `context.all_reduce`: its gradient wrapper walks the graph into the
+    # other replicas' variable reads and fails; no gradient flows through
+    # these means.
+    return context.merge_call(_mean_over_replicas, args=(value,))
+  return tf.identity(value)
+
+
+def _mean_over_replicas(strategy: tf.distribute.Strategy, value):
+  """In cross-replica context: the mean, placed back on every replica."""
+  return strategy.extended.reduce_to(tf.distribute.ReduceOp.MEAN, value,
+                                     destinations=value)
+
+
+def replica_id(use_tpu: bool, num_replicas: int) -> tf.Tensor:
+  """int64 scalar: the index of the replica running this op (0 on one)."""
+  if use_tpu and num_replicas > 1:
+    from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
+    return tf.cast(xla.replica_id(), tf.int64)
+  context = _distributed_replica_context()
+  if context is not None:
+    return tf.cast(context.replica_id_in_sync_group, tf.int64)
+  return tf.constant(0, tf.int64)
 
 
 def maybe_cross_shard(optimizer: tf1.train.Optimizer,
@@ -122,16 +163,80 @@ def make_host_call(model_dir: str, names: Sequence[str], packed: tf.Tensor,
   return host_call_fn, [step, packed]
 
 
+class Mirrored(NamedTuple):
+  """A MirroredStrategy and the session config its devices need."""
+  strategy: tf.distribute.Strategy
+  session_config: Optional[tf1.ConfigProto]
+
+
+def mirrored_strategy(num_replicas: int) -> Mirrored:
+  """Mirrors a step over `num_replicas` devices of this host.
+
+  The GPUs when at least that many are visible; on a machine without GPUs,
+  as many logical CPU devices (how the tests run it, and a way to try a
+  multi-GPU configuration on a laptop).
+
+  Raises:
+    ValueError: with some GPUs but fewer than `num_replicas`, or when
+      TensorFlow started with fewer CPU devices than needed.
+  """
+  gpus = tf.config.list_physical_devices('GPU')
+  if len(gpus) >= num_replicas:
+    return Mirrored(tf.distribute.MirroredStrategy(
+        [f'/gpu:{i}' for i in range(num_replicas)]), None)
+  if gpus:
+    raise ValueError(f'num_replicas={num_replicas} needs {num_replicas} GPUs; '
+                     f'{len(gpus)} are visible')
+  cpu = tf.config.list_physical_devices('CPU')[0]
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * num_replicas)
+  except RuntimeError:  # Already initialised: use what exists.
+    pass
+  found = len(tf.config.list_logical_devices('CPU'))
+  if found < num_replicas:
+    raise ValueError(f'num_replicas={num_replicas} needs {num_replicas} CPU '
+                     f'devices; TensorFlow started with {found}')
+  # The default all-reduce hangs between logical CPU devices unless the
+  # session sees them all; reducing on one device needs neither NCCL nor
+  # collectives.
+  return Mirrored(
+      tf.distribute.MirroredStrategy(
+          [f'/cpu:{i}' for i in range(num_replicas)],
+          cross_device_ops=tf.distribute.ReductionToOneDevice()),
+      tf1.ConfigProto(allow_soft_placement=True,
+                      device_count={'CPU': num_replicas}))
+
+
+def per_replica_input_fn(input_fn: Callable, num_replicas: int) -> Callable:
+  """`input_fn` making each mirrored replica's share of the global batch.
+
+  TPUEstimator passes the global batch size off TPU, and a MirroredStrategy
+  hands each replica whole elements of the dataset.
+  """
+  if num_replicas == 1:
+    return input_fn
+
+  def split(params):
+    params = dict(params)
+    params['batch_size'] = params['batch_size'] // num_replicas
+    return input_fn(params)
+  return split
+
+
 def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
                     num_shards: int, save_checkpoints_steps: Optional[int],
                     keep_checkpoint_max: int, tpu: Optional[str] = None,
                     tpu_zone: Optional[str] = None,
                     gcp_project: Optional[str] = None,
-                    seed: Optional[int] = None) -> tf1.estimator.tpu.RunConfig:
+                    seed: Optional[int] = None,
+                    mirrored: Optional[Mirrored] = None
+                    ) -> tf1.estimator.tpu.RunConfig:
   """A TPU RunConfig; resolves the Cloud TPU by name only when `use_tpu`.
 
   `save_checkpoints_steps=None` turns the estimator's own checkpoint saver
   off, for a caller that passes its own (`model_dir.CheckpointSaver`).
+  `mirrored` (off TPU) runs training on several local devices.
   """
   cluster = None
   if use_tpu:
@@ -147,6 +252,8 @@ def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
       keep_checkpoint_max=keep_checkpoint_max,
       log_step_count_steps=None,  # ProgressHook logs instead.
       save_summary_steps=None,  # Summaries go through host_call.
+      train_distribute=mirrored.strategy if mirrored else None,
+      session_config=mirrored.session_config if mirrored else None,
       tpu_config=tf1.estimator.tpu.TPUConfig(
           iterations_per_loop=iterations_per_loop,
           num_shards=num_shards if use_tpu else None,
