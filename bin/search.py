@@ -174,7 +174,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
     raise cli.UsageError(str(e)) from None
   except runner.NonFiniteLossError as e:
     cli.fail(str(e), exit_code=1)
-  print(runner.format_result(result))
+  if result is None:  # A multi-worker search's non-chief worker.
+    print(f'Worker done; the chief writes the result to {config.model_dir}')
+  else:
+    print(runner.format_result(result))
 
 
 def run():

@@ -263,6 +263,11 @@ class SearchConfig(TrainingFields):
       'pre_update', 'Weights that score the validation batch: pre_update '
       "(read before the step's update, as the released TuNAS) or "
       'post_update.', choices=VALIDATION_WEIGHTS)
+  multi_worker: bool = option(
+      False, 'Run as one worker of a search over several hosts, as the '
+      'TF_CONFIG environment variable describes them '
+      '(MultiWorkerMirroredStrategy); num_replicas counts the devices of '
+      'all workers.')
 
   def __post_init__(self):
     _validate(self)

@@ -40,9 +40,11 @@ def format_result(result: analysis.Analysis) -> str:
 
 def _mirrored(config: SearchConfig) -> Optional[tpu.Mirrored]:
   """The strategy of a search over several local devices, else None."""
-  if config.use_tpu or config.num_replicas == 1:
+  if config.use_tpu or (config.num_replicas == 1 and not config.multi_worker):
     return None
   try:
+    if config.multi_worker:
+      return tpu.multi_worker_strategy(config.num_replicas)
     return tpu.mirrored_strategy(config.num_replicas)
   except ValueError as e:
     raise config_lib.ConfigError(str(e)) from None
@@ -55,7 +57,9 @@ def _make_estimator(config: SearchConfig, model_spec: Any,
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
       config.tpu_zone, config.gcp_project, config.seed, mirrored)
-  return tpu.make_estimator(search.make_model_fn(config, model_spec),
+  model_fn = search.make_model_fn(
+      config, model_spec, write_summaries=mirrored is None or mirrored.is_chief)
+  return tpu.make_estimator(model_fn,
                             run_config, config.use_tpu,
                             config.train_batch_size)
 
@@ -128,16 +132,34 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
   began = time.time()
   logging.info('Building the search graph (about a minute on a CPU for a '
                'full space); progress is logged every %d steps', log_every)
+  chief = mirrored is None or mirrored.is_chief
+  # The saver runs first, so a checkpoint due at a step is written before
+  # any later hook can stop the run. Only the chief writes the model dir.
+  hooks = ([_checkpoint_saver(config, write_graph)] if chief else []) + [
+      progress, steps] + hooks
+  replicas = 1 if config.use_tpu else config.num_replicas
+  input_fn = tpu.per_replica_input_fn(
+      input_fn, replicas, *((mirrored.worker, mirrored.num_workers)
+                            if mirrored else ()))
+  estimator = _make_estimator(config, model_spec, mirrored)
   try:
-    # The saver runs first, so a checkpoint due at a step is written before
-    # any later hook can stop the run.
-    replicas = 1 if config.use_tpu else config.num_replicas
-    _make_estimator(config, model_spec, mirrored).train(
-        tpu.per_replica_input_fn(input_fn, replicas), max_steps=total,
-        hooks=[_checkpoint_saver(config, write_graph), progress, steps] + hooks,
-        saving_listeners=[tpu.CheckpointLogger()])
+    if mirrored is not None and mirrored.num_workers > 1:
+      # The estimator runs several workers only through train_and_evaluate;
+      # without an evaluator task in the cluster nothing is evaluated.
+      tf.estimator.train_and_evaluate(
+          estimator,
+          tf.estimator.TrainSpec(input_fn, max_steps=total, hooks=hooks,
+                                 saving_listeners=[tpu.CheckpointLogger()]),
+          tf.estimator.EvalSpec(input_fn))
+    else:
+      estimator.train(input_fn, max_steps=total, hooks=hooks,
+                      saving_listeners=[tpu.CheckpointLogger()])
   except tf1.train.NanLossDuringTrainingError:
     # The model_fn reports NaN whenever either loss is NaN or +-inf.
+    if not chief:
+      raise NonFiniteLossError(
+          f'the loss became NaN or infinite on worker {mirrored.worker}; the '
+          'chief (worker 0) names the checkpoint to resume from') from None
     raise non_finite_loss_error(config.model_dir, steps) from None
   logging.info('Search reached step %d in %s', total,
                tpu.format_seconds(time.time() - began))
@@ -146,7 +168,8 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
 def run_search(config: SearchConfig, model_spec: Any,
                hooks: Optional[List[tf1.train.SessionRunHook]] = None,
                input_fn: Optional[Callable] = None,
-               resume_from: Optional[str] = None) -> analysis.Analysis:
+               resume_from: Optional[str] = None
+               ) -> Optional[analysis.Analysis]:
   """Runs (or resumes) a search to `config.total_steps`.
 
   Args:
@@ -160,7 +183,8 @@ def run_search(config: SearchConfig, model_spec: Any,
 
   Returns:
     The architecture the controller prefers at the end (argmax of its
-    logits, docs/method.md section 7), as `analyze_search` reports it.
+    logits, docs/method.md section 7), as `analyze_search` reports it; None
+    on a multi-worker search's non-chief workers, which write nothing.
 
   Raises:
     ConfigError: if the model dir holds an incompatible search;
@@ -170,6 +194,8 @@ def run_search(config: SearchConfig, model_spec: Any,
       all-finite checkpoint is then the one a rerun resumes from.
   """
   mirrored = _mirrored(config)  # Before anything is written.
+  if mirrored is not None and not mirrored.is_chief:
+    return _run_worker(config, model_spec, hooks, input_fn, mirrored)
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
@@ -191,6 +217,21 @@ def run_search(config: SearchConfig, model_spec: Any,
              list(hooks or []), write_graph=start == 0 and not resumed,
              mirrored=mirrored)
     return _write_result(config)
+
+
+def _run_worker(config: SearchConfig, model_spec: Any,
+                hooks: Optional[List[tf1.train.SessionRunHook]],
+                input_fn: Optional[Callable],
+                mirrored: tpu.Mirrored) -> None:
+  """A multi-worker search's non-chief worker: trains, writes nothing.
+
+  The chief locks, checks and writes the model dir; this worker restores
+  from it like the chief and computes its replicas' share of every step.
+  """
+  logging.info('Worker %d of %d of the search in %s', mirrored.worker,
+               mirrored.num_workers, config.model_dir)
+  _train(config, model_spec, input_fn or search_input_fn(config),
+         list(hooks or []), write_graph=False, mirrored=mirrored)
 
 
 def _write_result(config: SearchConfig) -> analysis.Analysis:

@@ -317,12 +317,15 @@ def _summary_scalars(config: SearchConfig, decisions, logits, model, rl,
   return scalars
 
 
-def make_model_fn(config: SearchConfig, model_spec: Any):
+def make_model_fn(config: SearchConfig, model_spec: Any,
+                  write_summaries: bool = True):
   """Returns the TPUEstimator model_fn of a search (TRAIN mode only).
 
   Args:
     config: the validated search config.
     model_spec: the search space's spec (no masks).
+    write_summaries: False on the non-chief workers of a multi-worker
+      search, so that only the chief writes events.
   """
   decisions = schema.decisions(model_spec)
   # Without --seed each run samples its own stream; with it, every run the
@@ -385,7 +388,7 @@ def make_model_fn(config: SearchConfig, model_spec: Any):
     host_call = tpu.make_host_call(
         config.model_dir, names, packed, step + 1,
         [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
-        final_step=config.total_steps)
+        final_step=config.total_steps) if write_summaries else None
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=_nan_unless_finite(model['loss'], rl['loss']),
         train_op=tf.group(model['train_op'], rl['train_op']),

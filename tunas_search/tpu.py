@@ -164,9 +164,17 @@ def make_host_call(model_dir: str, names: Sequence[str], packed: tf.Tensor,
 
 
 class Mirrored(NamedTuple):
-  """A MirroredStrategy and the session config its devices need."""
+  """A tf.distribute strategy, the session config its devices need, and
+  this process's place among the workers (one worker off multi-worker)."""
   strategy: tf.distribute.Strategy
   session_config: Optional[tf1.ConfigProto]
+  worker: int = 0
+  num_workers: int = 1
+
+  @property
+  def is_chief(self) -> bool:
+    """Whether this worker writes the model dir (checkpoints, result)."""
+    return self.worker == 0
 
 
 def mirrored_strategy(num_replicas: int) -> Mirrored:
@@ -208,11 +216,46 @@ def mirrored_strategy(num_replicas: int) -> Mirrored:
                       device_count={'CPU': num_replicas}))
 
 
-def per_replica_input_fn(input_fn: Callable, num_replicas: int) -> Callable:
+def multi_worker_strategy(num_replicas: int) -> Mirrored:
+  """Mirrors a step over the workers that TF_CONFIG describes.
+
+  Worker 0 (or the `chief` task, if the cluster names one) is the chief.
+  Each worker uses its local devices (as TensorFlow finds them).
+
+  Raises:
+    ValueError: without a cluster in TF_CONFIG, or when the cluster does not
+      hold `num_replicas` replicas.
+  """
+  resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+  cluster = resolver.cluster_spec().as_dict()
+  if not cluster:
+    raise ValueError('multi_worker needs the TF_CONFIG environment variable '
+                     'to describe the cluster and this task')
+  order = [t for t in ('chief', 'worker') if t in cluster]
+  workers = [(t, i) for t in order for i in range(len(cluster[t]))]
+  me = (resolver.task_type, resolver.task_id)
+  if me not in workers:
+    raise ValueError(f'TF_CONFIG task {me[0]}:{me[1]} is not among the '
+                     f'cluster\'s workers {workers}')
+  strategy = tf.distribute.MultiWorkerMirroredStrategy()
+  found = strategy.num_replicas_in_sync
+  if found != num_replicas:
+    raise ValueError(f'num_replicas={num_replicas}, but the {len(workers)} '
+                     f'workers in TF_CONFIG hold {found} replicas')
+  return Mirrored(strategy, None, workers.index(me), len(workers))
+
+
+# params key of a worker's (index, count) shard of the input (data.host_shard).
+SHARD_PARAM = 'shard'
+
+
+def per_replica_input_fn(input_fn: Callable, num_replicas: int,
+                         worker: int = 0, num_workers: int = 1) -> Callable:
   """`input_fn` making each mirrored replica's share of the global batch.
 
   TPUEstimator passes the global batch size off TPU, and a MirroredStrategy
-  hands each replica whole elements of the dataset.
+  hands each replica whole elements of the dataset. Each of several workers
+  reads its own shard of the data.
   """
   if num_replicas == 1:
     return input_fn
@@ -220,6 +263,8 @@ def per_replica_input_fn(input_fn: Callable, num_replicas: int) -> Callable:
   def split(params):
     params = dict(params)
     params['batch_size'] = params['batch_size'] // num_replicas
+    if num_workers > 1:
+      params[SHARD_PARAM] = (worker, num_workers)
     return input_fn(params)
   return split
 

@@ -37,7 +37,8 @@ _SEARCH_FLAGS = {
     'rl_cost_model_exponent', 'use_bfloat16', 'use_gradient_sync_barrier',
     'validation_weights', 'use_tpu', 'tpu', 'tpu_zone', 'gcp_project',
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
-    'keep_checkpoint_max', 'seed', 'constant_validation_accuracy'}
+    'keep_checkpoint_max', 'seed', 'constant_validation_accuracy',
+    'multi_worker'}
 _TRAIN_EVAL_FLAGS = {
     'search_space', 'indices', 'search_model_dir', 'model_dir', 'resume_from',
     'mode',

@@ -2,8 +2,8 @@
 
 Used in-process (one replica) and by `python tests/e2e/replicas.py`, which
 runs a tiny search over several logical CPU devices in a fresh process (a
-process must configure its devices before TensorFlow starts) and writes the
-record as JSON.
+process must configure its devices before TensorFlow starts), or as one
+worker of a multi-worker search, and writes the record as JSON.
 """
 
 import json
@@ -52,9 +52,22 @@ def record_search(model_dir: str, **overrides) -> list:
 
 
 def main(argv):
+  """replicas.py MODEL_DIR OUT REPLICAS SEED [WORKER PORT,PORT,...]
+
+  With WORKER and the ports, runs as that worker of a multi-worker search on
+  localhost (one replica per worker).
+  """
   model_dir, out, replicas, seed = argv[1], argv[2], int(argv[3]), int(argv[4])
+  overrides = {}
+  if len(argv) > 5:
+    worker, ports = int(argv[5]), argv[6].split(',')
+    os.environ['TF_CONFIG'] = json.dumps({
+        'cluster': {'worker': [f'localhost:{p}' for p in ports]},
+        'task': {'type': 'worker', 'index': worker}})
+    overrides['multi_worker'] = True
   steps = record_search(model_dir, num_replicas=replicas, seed=seed,
-                        train_batch_size=2 * replicas, max_steps=8)
+                        train_batch_size=2 * replicas, max_steps=8,
+                        **overrides)
   with open(out, 'w') as f:
     json.dump(steps, f)
 

@@ -3,6 +3,7 @@ architectures and share one baseline (docs/method.md section 5)."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -53,3 +54,43 @@ def test_two_devices_sample_apart_and_share_the_mean_baseline(tmp_path):
   # One baseline update per step, not one per replica.
   assert reader.get_tensor('rlcontroller/baseline/count') == 8
   assert (model_dir / 'search_result.json').exists()
+
+
+def _free_ports(n):
+  """n ports free right now on localhost (the OS picks them)."""
+  sockets = [socket.socket() for _ in range(n)]
+  try:
+    for s in sockets:
+      s.bind(('localhost', 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+def test_two_workers_sample_apart_and_only_the_chief_writes(tmp_path):
+  model_dir = tmp_path / 'search'
+  ports = ','.join(str(p) for p in _free_ports(2))
+  outs = [tmp_path / f'worker{i}.json' for i in range(2)]
+  workers = [subprocess.Popen(
+      [sys.executable, _SCRIPT, str(model_dir), str(out), '2', '3', str(i),
+       ports], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i, out in enumerate(outs)]
+  logs = [w.communicate(timeout=600)[0] for w in workers]
+  for w, log in zip(workers, logs):
+    assert w.returncode == 0, log[-3000:]
+  chief, other = (json.loads(out.read_text()) for out in outs)
+  assert len(chief) == len(other) == 8
+  apart = 0
+  for a, b in zip(chief, other):
+    # One replica per worker; the baseline's input is the mean over both.
+    mean = np.mean(a['reward'] + b['reward'])
+    np.testing.assert_allclose(a['step_baseline'] + b['step_baseline'],
+                               [mean, mean], rtol=1e-6)
+    apart += a['indices'] != b['indices']
+  assert apart >= 6
+  reader = tf.train.load_checkpoint(str(model_dir))
+  assert reader.get_tensor('rlcontroller/baseline/count') == 8
+  # Only the chief writes summaries: one events file of scalars.
+  scalar_events = [f for f in os.listdir(model_dir) if f.endswith('.v2')]
+  assert len(scalar_events) == 1, scalar_events

@@ -16,11 +16,15 @@ _TRAIN_STREAM, _VALIDATION_STREAM = 0, 1
 
 
 def host_shard(params: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
-  """(host index, number of hosts) for per-host TPU input, else None.
+  """(host index, number of hosts) for per-host input, else None.
 
   TPUEstimator with InputPipelineConfig.PER_HOST_V2 calls the input function
-  once per host and passes a TPUContext as params['context'].
+  once per host and passes a TPUContext as params['context']; the workers of
+  a multi-worker search pass their (index, count) as params['shard'].
   """
+  shard = params.get('shard')
+  if shard is not None:
+    return tuple(shard) if shard[1] > 1 else None
   context = params.get('context')
   if context is None:
     return None
