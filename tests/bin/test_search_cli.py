@@ -20,6 +20,7 @@ SEARCH = os.path.join(ROOT, 'bin', 'search.py')
 
 def _run(*flags, timeout=120):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  env.pop('TF_CONFIG', None)
   return subprocess.run([sys.executable, SEARCH, *flags], cwd=ROOT, env=env,
                         capture_output=True, text=True, timeout=timeout)
 
@@ -136,6 +137,10 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
      'rl_learning_rate must be a finite number, got nan'),
     (['--use_bfloat16=maybe'],
      "flag --use_bfloat16=maybe: 'maybe' is not auto, true or false"),
+    (['--multi_worker', '--num_replicas=2'], 'multi_worker needs the '
+     'TF_CONFIG environment variable to describe the cluster'),
+    (['--num_replicas=3'], 'train_batch_size 4096 is not divisible by the 3 '
+     'replicas'),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   model_dir = tmp_path / 'run'
