@@ -68,6 +68,7 @@ setuptools.setup(
             'tunas-train-eval=tunas_search_cli.train_eval:run',
             'tunas-export-model=tunas_search_cli.export_model:run',
             'tunas-sample-random=tunas_search_cli.sample_random:run',
+            'tunas-calibrate-latency=tunas_search_cli.calibrate_latency:run',
         ],
     },
     classifiers=[

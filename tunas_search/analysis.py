@@ -136,7 +136,8 @@ def estimated_costs(config: SearchConfig, model_spec: Any,
   """
   context = cost_models.context_for(config)
   return {name: float(cost_models.get(name).cost(model_spec, indices, context))
-          for name in cost_models.applicable(context.space_name, model_spec)}
+          for name in cost_models.applicable(
+              context.space_name, model_spec, context.cost_model_file)}
 
 
 def read_scalars(model_dir: str, prefixes: Sequence[str] = ('rl',)

@@ -29,6 +29,7 @@ MAX_IMAGE_SIZE = 224
 # changes the graph, the schedules or the meaning of a checkpoint.
 RUNTIME_FIELDS = frozenset({
     'model_dir', 'data_dir', 'tpu', 'tpu_zone', 'gcp_project',
+    'cost_model_file',
     'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'log_every_steps'})
 # Which weights score the validation batch (docs/method.md section 5): the
@@ -137,6 +138,9 @@ class JobConfigMixin:
     unknown = sorted(set(values) - known)
     if unknown:
       raise ConfigError(f'unknown config field(s) {unknown}')
+    if isinstance(values.get('class_names'), list):
+      # JSON has no tuples; a resumed config must compare equal.
+      values = dict(values, class_names=tuple(values['class_names']))
     return cls(**values)
 
 
@@ -167,6 +171,9 @@ class TrainingFields(JobFields):
   image_size: int = option(224, 'Input resolution (pixels per side).')
   input_channels: int = option(3, 'Channels of the input images (from the '
                                'dataset).')
+  class_names: Tuple[str, ...] = option(
+      (), 'Class names by label, where the dataset has them (folder:PATH: '
+      'its class folders).')
   # Training recipe (docs/method.md sections 2 and 6).
   train_batch_size: int = option(4096, 'Global training batch size (all '
                                  'replicas together).')
@@ -244,6 +251,9 @@ class SearchConfig(TrainingFields):
   cost_model_space: Optional[str] = option(
       None, 'Space whose Pixel-1 latency model scores the search (default: '
       'the search space).')
+  cost_model_file: Optional[str] = option(
+      None, 'Latency model of --cost_model=measured: the latency_model.json '
+      'that bin/calibrate_latency.py writes.')
   rl_cost_model_target: Optional[float] = option(
       None, 'Cost target of the reward (needed unless --cost_model=none).')
   rl_cost_model_exponent: float = option(-0.10, 'Cost exponent beta of the '
@@ -417,6 +427,11 @@ def _validate(c: SearchConfig) -> None:
         f'{c.rl_temperature}')
   check(c.cost_model == 'none' or c.rl_cost_model_target is not None,
         f'cost model {c.cost_model!r} needs rl_cost_model_target')
+  check((c.cost_model == 'measured') == bool(c.cost_model_file),
+        'cost_model=measured needs cost_model_file (a latency_model.json of '
+        'bin/calibrate_latency.py)' if c.cost_model == 'measured' else
+        f'cost_model_file is only read by cost_model=measured, not '
+        f'{c.cost_model!r}')
   check(c.rl_cost_model_target is None or c.rl_cost_model_target > 0,
         f'rl_cost_model_target must be positive, got '
         f'{c.rl_cost_model_target}')

@@ -38,7 +38,7 @@ _SEARCH_FLAGS = {
     'validation_weights', 'use_tpu', 'tpu', 'tpu_zone', 'gcp_project',
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'seed', 'constant_validation_accuracy',
-    'multi_worker'}
+    'multi_worker', 'cost_model_file'}
 _TRAIN_EVAL_FLAGS = {
     'search_space', 'indices', 'search_model_dir', 'model_dir', 'resume_from',
     'mode',
@@ -142,7 +142,7 @@ def test_flags_belong_to_the_tool_not_the_helpers(tool):
     (['--rl_reward_function=exp'], "flag --rl_reward_function=exp: unknown "
      "reward function 'exp'; valid choices: abs, mnas, mnas_hard"),
     (['--cost_model=flops'], "flag --cost_model=flops: unknown cost model "
-     "'flops'; valid choices: madds, params, pixel1_latency, none"),
+     "'flops'; valid choices: madds, measured, params, pixel1_latency, none"),
     (['--validation_weights=after'], 'flag --validation_weights=after: value '
      'should be one of <pre_update|post_update>'),
     (['--epochs=many'], 'flag --epochs=many'),

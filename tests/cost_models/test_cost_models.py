@@ -21,12 +21,13 @@ def _tensor_masks(spec, indices):
 
 
 def test_registry_names_and_units():
-  assert cost_models.names() == ['madds', 'params', 'pixel1_latency']
+  assert cost_models.names() == ['madds', 'measured', 'params',
+                                 'pixel1_latency']
   assert cost_models.get('pixel1_latency').unit == 'ms'
   assert cost_models.get('madds').name == 'madds'
   with pytest.raises(UnknownNameError,
                      match="unknown cost model 'flops'; valid choices: "
-                           'madds, params, pixel1_latency'):
+                           'madds, measured, params, pixel1_latency'):
     cost_models.get('flops')
 
 

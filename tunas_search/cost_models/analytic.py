@@ -19,7 +19,7 @@ one-hot masks every quantity is therefore exact.
 
 import dataclasses
 import math
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import numpy as np
 
@@ -62,6 +62,52 @@ class _State:
   size: int
 
 
+class Terms:
+  """Per-kind sums of (madds, memory traffic, count) of the layers that run.
+
+  The features of a latency model (`cost_models.measured`): a kind is an op
+  type with its kernel size (`conv3x3`, `depthwise5x5`, `expand1x1`, `se`,
+  ...). Memory traffic counts the elements of a layer's input, output and
+  weights. Every choice of a searched layer adds its terms times its mask
+  entry, so the sums are exact for one-hot masks and in-graph for tensors.
+  """
+
+  def __init__(self):
+    self.sums = {}
+
+  def add(self, kind: str, madds: Any, memory: Any, count: Any = 1.0,
+          weight: Any = None) -> None:
+    values = [madds, memory, count]
+    if weight is not None:
+      values = [weight * v for v in values]
+    old = self.sums.get(kind)
+    self.sums[kind] = values if old is None else [
+        a + b for a, b in zip(old, values)]
+
+  def merge(self, other: 'Terms', weight: Any) -> None:
+    for kind, values in other.sums.items():
+      self.add(kind, *values, weight=weight)
+
+
+class _NoTerms(Terms):
+  """Collects nothing: `count` needs no features."""
+
+  def add(self, *args, **kwargs) -> None:
+    del args, kwargs
+
+  def merge(self, other: 'Terms', weight: Any) -> None:
+    del other, weight
+
+
+def _per_kernel(terms: Terms, kind: str, kernels: 'Dist', madds: Callable,
+                memory: Callable) -> None:
+  """Adds `kind<k>x<k>` terms for each kernel size k, weighted by its mask."""
+  for j, k in enumerate(kernels.values):
+    k = int(k)
+    terms.add(f'{kind}{k}x{k}', madds(k), memory(k),
+              weight=kernels.weights[j])
+
+
 def _fixed(value: float, ops: base.NumpyOps) -> Dist:
   return Dist(ops.ones(1), np.array([float(value)]))
 
@@ -100,22 +146,34 @@ def _multiplier(choice: Any) -> float:
   return choice.scale
 
 
-def _conv(layer: Conv, x: _State, out: Dist, ops, base_width: int):
+def _conv(layer: Conv, x: _State, out: Dist, ops, base_width: int,
+          terms: Terms):
   del base_width  # Unused: no rounding in a plain conv.
   size = _out_size(x.size, layer.strides)
-  weights = (_dist(layer.kernel_size, ops).mean(ops, _square) *
-             x.width.mean(ops) * out.mean(ops))
-  norm = (2.0 if layer.use_batch_norm else 1.0) * out.mean(ops)
+  kernels = _dist(layer.kernel_size, ops)
+  cin, cout = x.width.mean(ops), out.mean(ops)
+  weights = kernels.mean(ops, _square) * cin * cout
+  norm = (2.0 if layer.use_batch_norm else 1.0) * cout
+  _per_kernel(terms, 'conv', kernels,
+              lambda k: k * k * cin * cout * size * size,
+              lambda k: (cin * x.size * x.size + cout * size * size +
+                         k * k * cin * cout))
   return _State(out, size), weights + norm, weights * size * size
 
 
 def _separable(layer: SeparableConv, x: _State, out: Dist, ops,
-               base_width: int):
+               base_width: int, terms: Terms):
   del base_width  # Unused: no rounding.
   size = _out_size(x.size, layer.strides)
   cin, cout = x.width.mean(ops), out.mean(ops)
-  depthwise = _dist(layer.kernel_size, ops).mean(ops, _square) * cin
+  kernels = _dist(layer.kernel_size, ops)
+  depthwise = kernels.mean(ops, _square) * cin
   pointwise = cin * cout
+  _per_kernel(terms, 'depthwise', kernels,
+              lambda k: k * k * cin * size * size,
+              lambda k: cin * (x.size * x.size + size * size + k * k))
+  terms.add('pointwise1x1', pointwise * size * size,
+            (cin + cout) * size * size + pointwise)
   params = depthwise + 2.0 * cin + pointwise + 2.0 * cout
   return _State(out, size), params, (depthwise + pointwise) * size * size
 
@@ -141,7 +199,7 @@ def _se_cost(expanded: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def _bottleneck(layer: DepthwiseBottleneck, x: _State, out: Dist, ops,
-                base_width: int):
+                base_width: int, terms: Terms):
   size = _out_size(x.size, layer.strides)
   mults = _dist(layer.expansion_filters, ops, _multiplier)
   exp, cin = _expanded(x.width, mults, ops, base_width)
@@ -150,9 +208,17 @@ def _bottleneck(layer: DepthwiseBottleneck, x: _State, out: Dist, ops,
   e, expand, se_p, se_m = exp.means(ops, exp.values, exp.values * cin,
                                     se_params, se_madds)
   cout = out.mean(ops)
-  depthwise = _dist(layer.kernel_size, ops).mean(ops, _square) * e
+  kernels = _dist(layer.kernel_size, ops)
+  depthwise = kernels.mean(ops, _square) * e
   se_on = _dist(layer.use_squeeze_and_excite, ops).mean(ops)
   project = e * cout
+  cin_mean, area_in, area = x.width.mean(ops), x.size * x.size, size * size
+  terms.add('expand1x1', expand * area_in, (cin_mean + e) * area_in + expand)
+  _per_kernel(terms, 'depthwise', kernels, lambda k: k * k * e * area,
+              lambda k: e * (area_in + area + k * k))
+  # Squeeze-excite reads the map twice (pool, scale) and writes it once.
+  terms.add('se', se_m, 3.0 * e * area + se_p, weight=se_on)
+  terms.add('project1x1', project * area, (e + cout) * area + project)
   params = (expand + 4.0 * e + depthwise + se_on * se_p + project +
             2.0 * cout)  # 4e: the BNs after the expand and depthwise convs.
   madds = (expand * x.size * x.size + (depthwise + project) * size * size +
@@ -167,10 +233,15 @@ def _weighted_sum(mask: Any, values: List[Any]) -> Any:
   return sum(terms[1:], terms[0]) if terms else 0.0
 
 
-def _choice(oneof: OneOf, x: _State, out: Dist, ops, base_width: int):
+def _choice(oneof: OneOf, x: _State, out: Dist, ops, base_width: int,
+            terms: Terms):
   """A OneOf over layers: mask-weighted costs, mixture of output widths."""
   mask = base.mask_of(oneof, ops)
-  results = [_layer(c, x, out, ops, base_width) for c in oneof.choices]
+  results = []
+  for i, c in enumerate(oneof.choices):
+    sub = _NoTerms() if isinstance(terms, _NoTerms) else Terms()
+    results.append(_layer(c, x, out, ops, base_width, sub))
+    terms.merge(sub, mask[i])
   sizes = {r[0].size for r in results}
   if len(sizes) != 1:
     raise ValueError(f'the choices of {oneof.choices!r} give different '
@@ -183,21 +254,23 @@ def _choice(oneof: OneOf, x: _State, out: Dist, ops, base_width: int):
   return _State(_merge(width, ops), sizes.pop()), params, madds
 
 
-def _layer(layer: Any, x: _State, out: Dist, ops, base_width: int):
+def _layer(layer: Any, x: _State, out: Dist, ops, base_width: int,
+           terms: Terms):
   """(output state, params, madds) of one layer given its input state."""
   if isinstance(layer, OneOf):
-    return _choice(layer, x, out, ops, base_width)
+    return _choice(layer, x, out, ops, base_width, terms)
   if isinstance(layer, Residual):
-    return _layer(layer.layer, x, out, ops, base_width)
+    return _layer(layer.layer, x, out, ops, base_width, terms)
   if isinstance(layer, (Zero, Activation, DetectionEndpoint)):
     return x, 0.0, 0.0
   if isinstance(layer, GlobalAveragePool):
+    terms.add('pool', 0.0, x.width.mean(ops) * x.size * x.size)
     return _State(x.width, 1), 0.0, 0.0
   handler = _HANDLERS.get(type(layer))
   if handler is None:
     raise TypeError(f'no madds/params rule for layer type '
                     f'{type(layer).__name__}')
-  return handler(layer, x, out, ops, base_width)
+  return handler(layer, x, out, ops, base_width, terms)
 
 
 _HANDLERS = {Conv: _conv, SeparableConv: _separable,
@@ -205,13 +278,15 @@ _HANDLERS = {Conv: _conv, SeparableConv: _separable,
 
 
 def count(masked_spec: ConvTower, context: base.CostContext,
-          ops: base.NumpyOps = base.NUMPY_OPS) -> Tuple[Any, Any]:
+          ops: base.NumpyOps = base.NUMPY_OPS,
+          terms: Optional[Terms] = None) -> Tuple[Any, Any]:
   """(params, madds) of a masked ConvTower, classifier included.
 
   Args:
     masked_spec: a ConvTower with a mask on every OneOf.
     context: image size, number of classes and input channels.
     ops: `base.NUMPY_OPS` or `base.TFOps()`.
+    terms: when given, also receives every layer's per-kind terms.
 
   Returns:
     (params, madds): numpy float64 scalars, or float32 tensors when a mask
@@ -223,17 +298,20 @@ def count(masked_spec: ConvTower, context: base.CostContext,
   if not isinstance(masked_spec, ConvTower):
     raise TypeError(f'madds/params need a ConvTower spec, got '
                     f'{type(masked_spec).__name__}')
+  terms = _NoTerms() if terms is None else terms
   x = _State(_fixed(context.input_channels, ops), context.image_size)
   params, madds = 0.0, 0.0
   for block in masked_spec.blocks:
     out = _dist(block.filters, ops)
     for layer in block.layers:
-      x, p, m = _layer(layer, x, out, ops, masked_spec.filters_base)
+      x, p, m = _layer(layer, x, out, ops, masked_spec.filters_base, terms)
       params, madds = params + p, madds + m
   # Classifier: dense (== 1x1 conv) with bias on pooled features.
   features = x.width.mean(ops)
-  params = params + features * context.num_classes + context.num_classes
-  madds = madds + features * context.num_classes
+  classifier = features * context.num_classes
+  terms.add('dense', classifier, features + context.num_classes + classifier)
+  params = params + classifier + context.num_classes
+  madds = madds + classifier
   return params, madds
 
 

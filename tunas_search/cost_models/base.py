@@ -30,11 +30,14 @@ class CostContext:
     image_size: input height and width in pixels.
     num_classes: classifier outputs (TuNAS uses 1001 on ImageNet).
     input_channels: channels of the input images.
+    cost_model_file: the latency model file of the `measured` cost model
+      (`bin/calibrate_latency.py`), or None.
   """
   space_name: Optional[str]
   image_size: int = 224
   num_classes: int = 1000
   input_channels: int = 3
+  cost_model_file: Optional[str] = None
 
   def __post_init__(self):
     for name in ('image_size', 'num_classes', 'input_channels'):
@@ -53,6 +56,8 @@ class CostModel(abc.ABC):
   """
   name: str = ''
   unit: str = ''
+  # Whether the model reads a file named by `CostContext.cost_model_file`.
+  needs_file: bool = False
 
   @abc.abstractmethod
   def applies(self, space_name: str, spec: Any) -> bool:

@@ -1,0 +1,176 @@
+"""Latency calibration: the plan, resumable measurements, the adb backend,
+and the whole calibrate -> fit -> search path on the tiny space."""
+
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from tests.e2e import tiny
+from tunas_search import architecture
+from tunas_search import calibration
+from tunas_search import cost_models
+from tunas_search import runner
+from tunas_search.config import ConfigError
+from tunas_search.cost_models import analytic
+
+
+def _config(tmp_path, **overrides):
+  values = dict(search_space='tiny', output_dir=str(tmp_path / 'cal'),
+                num_samples=12, image_size=28, input_channels=1,
+                num_classes=10, runs=3, warmup_runs=1)
+  values.update(overrides)
+  return calibration.CalibrationConfig(**values)
+
+
+class _SyntheticDevice:
+  """A deterministic 'device': latency linear in MAdds; counts its calls and
+  can fail at a chosen call (a crash mid-calibration)."""
+
+  def __init__(self, fail_at=None):
+    self.calls = []
+    self.fail_at = fail_at
+
+  def __call__(self, config, spec, indices):
+    if self.fail_at is not None and len(self.calls) == self.fail_at:
+      raise KeyboardInterrupt('simulated crash')
+    self.calls.append(architecture.format_indices(indices))
+    masked = architecture.with_indices(spec, indices)
+    ms = 0.5 + 1e-6 * float(analytic.count(masked, config.context)[1])
+    return {'latency_ms': ms, 'min_ms': 0.9 * ms}
+
+
+def test_plan_is_deterministic_prefix_stable_and_spans_the_costs(tmp_path):
+  spec = tiny.tiny_spec()
+  context = _config(tmp_path).context
+  first = calibration.plan(spec, context, seed=0)
+  plan = [next(first) for _ in range(40)]
+  again = calibration.plan(spec, context, seed=0)
+  assert [next(again) for _ in range(40)] == plan
+  assert plan[0] == architecture.largest(spec)
+  madds = [analytic.count(architecture.with_indices(spec, p), context)[1]
+           for p in plan]
+  assert madds[0] == max(madds) and madds[1] == min(madds)
+  other = calibration.plan(spec, context, seed=1)
+  assert [next(other) for _ in range(40)] != plan
+
+
+def test_interrupted_calibration_resumes_and_grows(tmp_path):
+  spec = tiny.tiny_spec()
+  config = _config(tmp_path)
+  crashing = _SyntheticDevice(fail_at=5)
+  with pytest.raises(KeyboardInterrupt):
+    calibration.calibrate(config, spec, crashing)
+  path = os.path.join(config.output_dir, calibration.MEASUREMENTS)
+  # A kill while writing leaves a torn last line: it is dropped.
+  with open(path, 'a', encoding='utf-8') as f:
+    f.write('{"index": 5, "archit')
+  device = _SyntheticDevice()
+  done = calibration.calibrate(config, spec, device)
+  assert [m.index for m in done] == list(range(12))
+  assert len(device.calls) == 7  # Only what the crash left unmeasured.
+  assert crashing.calls + device.calls == [m.architecture for m in done]
+  bigger = _SyntheticDevice()
+  more = calibration.calibrate(_config(tmp_path, num_samples=15), spec, bigger)
+  assert len(bigger.calls) == 3 and len(more) == 15
+  with open(path, encoding='utf-8') as f:
+    assert len(f.read().splitlines()) == 15
+
+
+def test_other_settings_in_the_same_dir_are_refused(tmp_path):
+  spec = tiny.tiny_spec()
+  calibration.calibrate(_config(tmp_path), spec, _SyntheticDevice())
+  with pytest.raises(ConfigError, match='holds a calibration with other '
+                     "settings \\(threads=1\\)"):
+    calibration.calibrate(_config(tmp_path, threads=2), spec,
+                          _SyntheticDevice())
+
+
+def test_fit_reports_held_out_errors(tmp_path):
+  spec = tiny.tiny_spec()
+  config = _config(tmp_path, num_samples=30)
+  done = calibration.calibrate(config, spec, _SyntheticDevice())
+  result = calibration.fit(config, spec, done, {'backend': 'synthetic'})
+  report = result.model.heldout
+  assert report['count'] == 6  # Every fifth of 30.
+  # The synthetic device is linear in MAdds, which the features hold.
+  assert report['mape_percent'] < 1e-6
+  assert report['within_5_percent'] == 1.0
+  path = calibration.write_model(config.output_dir, result)
+  assert cost_models.measured.load(path).heldout == report
+
+
+@pytest.mark.parametrize('output, ms, low', [
+    ('Running benchmark for at least 20 iterations\n'
+     'count=20 first=15000 curr=14000 min=13982 max=16118 avg=14575.2 '
+     'std=489 p5=14000 median=14500 p95=15900\n', 14.5, 13.982),
+    # Older releases print no median: the average is used.
+    ('count=50 first=900 curr=880 min=850 max=990 avg=901.5 std=20\n',
+     0.9015, 0.85),
+])
+def test_benchmark_model_output_is_parsed(output, ms, low):
+  parsed = calibration.parse_benchmark_output(output)
+  assert parsed['latency_ms'] == pytest.approx(ms)
+  assert parsed['min_ms'] == pytest.approx(low)
+
+
+def test_unparsable_benchmark_output_is_an_error():
+  with pytest.raises(ValueError, match='no timing statistics'):
+    calibration.parse_benchmark_output('error: no such file\n')
+
+
+def test_adb_backend_commands_with_a_stand_in_adb(tmp_path):
+  # A stand-in for adb: logs its arguments, prints benchmark_model's
+  # statistics line for `shell`. No phone was used (docs/cost_models.md).
+  log = tmp_path / 'adb.log'
+  adb = tmp_path / 'adb'
+  adb.write_text(
+      '#!/bin/sh\n'
+      f'echo "$@" >> {log}\n'
+      'if [ "$3" = shell ]; then\n'
+      '  echo "count=7 first=3100 curr=3000 min=2950 max=3300 avg=3050 '
+      'std=40 median=3010"\n'
+      'fi\n')
+  adb.chmod(adb.stat().st_mode | stat.S_IEXEC)
+  config = _config(tmp_path, backend='adb', adb=str(adb),
+                   device_serial='emulator-5554',
+                   benchmark_binary='/data/local/tmp/benchmark_model',
+                   runs=7, warmup_runs=2, threads=4)
+  spec = tiny.tiny_spec()
+  result = calibration.measure(config, spec, architecture.largest(spec))
+  assert result == {'latency_ms': 3.01, 'min_ms': 2.95}
+  push, shell = log.read_text().splitlines()
+  remote = '/data/local/tmp/tunas_calibration.tflite'
+  assert push.startswith('-s emulator-5554 push ')
+  assert push.endswith(f'model.tflite {remote}')
+  assert shell == (f'-s emulator-5554 shell /data/local/tmp/benchmark_model '
+                   f'--graph={remote} --num_threads=4 --warmup_runs=2 '
+                   '--num_runs=7')
+
+
+def test_adb_needs_the_benchmark_binary(tmp_path):
+  with pytest.raises(ConfigError, match='backend adb needs benchmark_binary'):
+    _config(tmp_path, backend='adb')
+
+
+def test_calibrate_fit_and_search_with_the_measured_model(tmp_path):
+  spec = tiny.tiny_spec()
+  config = _config(tmp_path, num_samples=10)
+  # Real TFLite builds and timings on this CPU.
+  done = calibration.calibrate(config, spec)
+  assert all(m.latency_ms > 0 for m in done)
+  result = calibration.fit(config, spec, done,
+                           calibration.describe_device(config))
+  assert result.model.device['backend'] == 'tflite_cpu'
+  path = calibration.write_model(config.output_dir, result)
+  target = float(np.median([m.latency_ms for m in done]))
+  search = tiny.tiny_config(tmp_path / 'search', cost_model='measured',
+                            cost_model_file=path, rl_cost_model_target=target,
+                            max_steps=4)
+  found = runner.run_search(search, spec)
+  assert found.costs['measured'] > 0
+  with open(os.path.join(search.model_dir, 'config.json'),
+            encoding='utf-8') as f:
+    assert json.load(f)['cost_model_file'] == path
