@@ -3,8 +3,10 @@
 Registered datasets (REGISTRY.names()): 'embedded' (the default, shipped
 Fashion-MNIST subset), 'imagenet', 'imagenet1001' (TuNAS's 1001 classes with
 a background class), 'cifar10'; plus 'tfds:NAME' for any prepared TFDS
-image-classification dataset. TFDS data is only read from a user-given
-data_dir, never downloaded.
+image-classification dataset, 'folder:PATH' for a folder of PNG/JPEG images
+with one subfolder per class and 'tfrecord:PATTERN' for TFRecords of
+tf.train.Examples (`image/encoded`, `image/class/label`). TFDS data is only
+read from a user-given data_dir, never downloaded.
 """
 
 from tunas_search.data.base import DataError
@@ -16,8 +18,10 @@ from tunas_search.data.base import SPLITS
 from tunas_search.data.base import validate_image_size
 from tunas_search.data.catalog import check_available
 from tunas_search.data.catalog import DEFAULT_DATASET
+from tunas_search.data.catalog import find_unreadable
 from tunas_search.data.catalog import get_info
 from tunas_search.data.catalog import get_source
+from tunas_search.data.catalog import is_user_dataset
 from tunas_search.data.catalog import REGISTRY
 from tunas_search.data.embedded import load_embedded
 from tunas_search.data.input_fns import ClassifierInputFn
@@ -28,7 +32,8 @@ from tunas_search.data.preprocessing import untranspose_images
 __all__ = [
     'DataError', 'DatasetInfo', 'DataSource', 'MAX_IMAGE_SIZE',
     'MIN_IMAGE_SIZE', 'SPLITS', 'validate_image_size', 'check_available',
-    'DEFAULT_DATASET', 'get_info', 'get_source', 'REGISTRY', 'load_embedded',
+    'DEFAULT_DATASET', 'find_unreadable', 'get_info', 'get_source',
+    'is_user_dataset', 'REGISTRY', 'load_embedded',
     'ClassifierInputFn', 'SearchInputFn', 'transpose_images',
     'untranspose_images',
 ]

@@ -49,6 +49,8 @@ class DatasetInfo:
     mean: per-channel mean of pixel values scaled to [0, 1].
     std: per-channel standard deviation of pixel values scaled to [0, 1].
     description: one line for --help texts and logs.
+    class_names: the name of each label, where the dataset has names
+      (folder:PATH); empty otherwise.
   """
   name: str
   num_classes: int
@@ -61,6 +63,7 @@ class DatasetInfo:
   mean: Tuple[float, ...] = IMAGENET_MEAN
   std: Tuple[float, ...] = IMAGENET_STD
   description: str = ''
+  class_names: Tuple[str, ...] = ()
 
   @property
   def num_train_full(self) -> Optional[int]:
