@@ -30,6 +30,7 @@ from absl import flags
 
 import search_spaces
 from . import cli
+from . import resolve
 from tunas_search import architecture
 from tunas_search import cost_models
 from tunas_search import schema
@@ -48,9 +49,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   (tests, other tools) never collides with other bin/ tools' flags of the
   same name (--search_space, --format, ...) in one process.
   """
-  flags.DEFINE_string('search_space', None, 'A search space or reference '
-                      'net: ' + ', '.join(search_spaces.names()),
-                      flag_values=flag_values)
+  flags.DEFINE_string('search_space', None, resolve.space_help(
+      'A search space or reference net'), flag_values=flag_values)
   flags.DEFINE_string('indices', None, 'Architecture string a:b:c:... '
                       '(default: the reference net, or the largest network '
                       'of a space).', flag_values=flag_values)
@@ -62,6 +62,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                        flag_values=flag_values)
   flags.DEFINE_string('format', 'text', 'Output format: ' +
                       ', '.join(FORMATS), flag_values=flag_values)
+  flags.DEFINE_string('cost_model_file', None, 'A latency model of '
+                      'bin/calibrate_latency.py: also report its estimate '
+                      '(cost/measured).', flag_values=flag_values)
   flags.DEFINE_bool('measure_latency', False, 'Also build the network (random '
                     'weights), convert it to a float TFLite model and report '
                     'its median latency on this CPU (1 thread).',
@@ -73,7 +76,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 def describe(space_name: str, indices: Optional[str] = None,
              num_classes: int = 1000, image_size: int = 224,
-             input_channels: int = 3) -> Dict[str, Any]:
+             input_channels: int = 3,
+             cost_model_file: Optional[str] = None) -> Dict[str, Any]:
   """Everything describe_arch reports about one architecture.
 
   Args:
@@ -82,6 +86,7 @@ def describe(space_name: str, indices: Optional[str] = None,
     num_classes: classifier outputs.
     image_size: input resolution.
     input_channels: input channels.
+    cost_model_file: a latency model file for the `measured` cost model.
 
   Returns:
     A JSON-serialisable dict: search_space, architecture (the architecture
@@ -97,7 +102,7 @@ def describe(space_name: str, indices: Optional[str] = None,
   if image_size < MIN_IMAGE_SIZE:
     raise cli.UsageError(f'--image_size={image_size} is too small; valid: '
                          f'{MIN_IMAGE_SIZE} or more')
-  space = cli.get_or_usage(search_spaces.get, space_name)
+  space = resolve.search_space(space_name, image_size=image_size)
   spec = space.spec()
   try:
     chosen = (architecture.parse_indices(indices, spec) if indices is not None
@@ -107,10 +112,17 @@ def describe(space_name: str, indices: Optional[str] = None,
   # A reference net is scored as a point of the space it lives in.
   context = cost_models.CostContext(
       space.pixel1_model or space.name, image_size=image_size,
-      num_classes=num_classes, input_channels=input_channels)
+      num_classes=num_classes, input_channels=input_channels,
+      cost_model_file=cost_model_file)
+  if cost_model_file:
+    try:
+      cost_models.check_file('measured', context)
+    except cost_models.LatencyModelError as e:
+      raise cli.UsageError(str(e)) from None
   costs = {f'cost/{name}': float(cost_models.get(name).cost(spec, chosen,
                                                               context))
-           for name in cost_models.applicable(context.space_name, spec)}
+           for name in cost_models.applicable(context.space_name, spec,
+                                              cost_model_file)}
   block_string = getattr(architecture, 'block_string', None)
   return {
       'search_space': space.name,
@@ -186,11 +198,9 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   if f.format not in FORMATS:
     raise cli.UsageError(f'unknown --format {f.format!r}; valid choices: '
                          f'{", ".join(FORMATS)}')
-  if not f.search_space:
-    raise cli.UsageError('--search_space is required; valid choices: '
-                         f'{", ".join(search_spaces.names())}')
   info = describe(f.search_space, f.indices, num_classes=f.num_classes,
-                  image_size=f.image_size, input_channels=f.input_channels)
+                  image_size=f.image_size, input_channels=f.input_channels,
+                  cost_model_file=f.cost_model_file)
   if f.measure_latency:
     info.update(measure_latency(
         info['search_space'], info['architecture'],

@@ -29,19 +29,22 @@ if __package__ in (None, ''):
 from . import _quiet  # pylint: disable=unused-import
 from absl import flags
 
-import search_spaces
 from . import cli
+from . import resolve
 from tunas_search import cost_models
 from tunas_search import random_search
 
 FORMATS = ('text', 'json')
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string('search_space', 'proxylessnas_search', 'Search space: ' +
-                    ', '.join(search_spaces.search_space_names()))
+flags.DEFINE_string('search_space', 'proxylessnas_search', resolve.space_help(
+    'Search space', reference_nets=False))
 flags.DEFINE_string('cost_model', 'pixel1_latency',
                     'Cost model of the window: ' + ', '.join(
-                        cost_models.names()))
+                        cost_models.names()) + " (default: the space's: "
+                    'pixel1_latency for the TuNAS spaces, else madds)')
+flags.DEFINE_string('cost_model_file', None, 'Latency model of '
+                    '--cost_model=measured (bin/calibrate_latency.py).')
 flags.DEFINE_float('min_cost', None, 'Lower end of the cost window, in the '
                    "cost model's unit (default: none).")
 flags.DEFINE_float('max_cost', None, 'Upper end of the cost window '
@@ -64,15 +67,20 @@ def main(argv):
   if FLAGS.format not in FORMATS:
     raise cli.UsageError(f'unknown --format {FLAGS.format!r}; valid choices: '
                          f'{", ".join(FORMATS)}')
-  space = cli.get_or_usage(search_spaces.get, FLAGS.search_space)
-  if space.is_reference:
-    raise cli.UsageError(
-        f'{space.name!r} is a reference architecture, not a search space; '
-        f'valid: {", ".join(search_spaces.search_space_names())}')
-  model = cli.get_or_usage(cost_models.get, FLAGS.cost_model)
+  space = resolve.search_space(FLAGS.search_space, searchable=True,
+                               image_size=FLAGS.image_size)
+  cost_model = (FLAGS.cost_model if FLAGS['cost_model'].present
+                else space.cost_model)
+  resolve.check_cost_model(cost_model, space)
+  model = cli.get_or_usage(cost_models.get, cost_model)
   context = cost_models.CostContext(
       space.pixel1_model or space.name, image_size=FLAGS.image_size,
-      num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels)
+      num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels,
+      cost_model_file=FLAGS.cost_model_file)
+  try:
+    cost_models.check_file(model.name, context)
+  except cost_models.LatencyModelError as e:
+    raise cli.UsageError(str(e)) from None
   try:
     samples = random_search.sample(
         space.spec(), model, context, num_samples=FLAGS.num_samples,

@@ -28,6 +28,7 @@ from absl import flags
 import search_spaces
 from . import cli
 from . import config_flags
+from . import resolve
 from tunas_search import cost_models
 from tunas_search import data
 from tunas_search import rewards
@@ -44,7 +45,7 @@ _NOT_FLAGS = (
     'search_space', 'model_dir', 'dataset', 'image_size', 'use_bfloat16',
     'num_replicas', 'rl_cost_model_target',
     # Derived from the dataset and the search space.
-    'num_classes', 'num_train_examples', 'input_channels',
+    'num_classes', 'num_train_examples', 'input_channels', 'class_names',
     'cost_model_space',
     # The recipe's constants (docs/method.md sections 2 and 6): the original
     # search binary has no flag for them.
@@ -64,8 +65,8 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   fv = dict(flag_values=flag_values)
   # What to search and where.
   flags.DEFINE_string('search_space', 'proxylessnas_search',
-                      'Search space: ' + ', '.join(
-                          search_spaces.search_space_names()), **fv)
+                      resolve.space_help('Search space', reference_nets=False),
+                      **fv)
   flags.DEFINE_alias('ssd', 'search_space', **fv)
   flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, '
                       'summaries, config.json and model_spec.json (local '
@@ -77,7 +78,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'checkpoints are then overwritten.', **fv)
   flags.DEFINE_string('dataset', CONFIG_FLAGS.default('dataset'),
                       'Dataset: ' + ', '.join(data.REGISTRY.names()) +
-                      ', or tfds:NAME for another TFDS dataset.', **fv)
+                      ', ' + resolve.DATASET_HELP + '.', **fv)
   flags.DEFINE_integer('image_size', None, 'Input resolution (default: the '
                        "dataset's, 224 for ImageNet).", **fv)
   flags.DEFINE_float('rl_cost_model_target', None, 'Cost target (default: '
@@ -92,12 +93,15 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
 
 
 def _search_space(f: flags.FlagValues) -> search_spaces.SearchSpace:
-  if f.search_space in search_spaces.reference_names():
-    raise cli.UsageError(
-        f'{f.search_space!r} is a reference architecture, not a search '
-        'space; train it with bin/train_eval.py. Search spaces: '
-        + ', '.join(search_spaces.search_space_names()))
-  return cli.get_or_usage(search_spaces.get, f.search_space)
+  return resolve.search_space(f.search_space, searchable=True)
+
+
+def _values(f: flags.FlagValues, space: search_spaces.SearchSpace) -> dict:
+  """The generated flags' values; --cost_model defaults to the space's."""
+  values = CONFIG_FLAGS.values(f)
+  if not f['cost_model'].present:
+    values['cost_model'] = space.cost_model
+  return values
 
 
 def _dataset_info(f: flags.FlagValues) -> data.DatasetInfo:
@@ -112,20 +116,26 @@ def _dataset_info(f: flags.FlagValues) -> data.DatasetInfo:
   return info
 
 
-def _cost_target(f: flags.FlagValues,
-                 space: search_spaces.SearchSpace) -> Optional[float]:
-  """Checks --cost_model and returns the cost target (the space's default).
+def _cost_target(f: flags.FlagValues, space: search_spaces.SearchSpace,
+                 cost_model: str, info: data.DatasetInfo,
+                 image_size: int) -> Optional[float]:
+  """Checks the cost model and returns the cost target (the space's default).
 
-  The config refuses a missing target for any cost model but none.
+  Raises:
+    cli.UsageError: for a cost model that cannot score the space, or one
+      without a target (the space's default target is in the unit of its
+      default cost model only).
   """
-  if f.cost_model != _NONE and not cost_models.get(f.cost_model).applies(
-      space.pixel1_model, space.spec()):
-    raise cli.UsageError(f'cost model {f.cost_model!r} does not apply to '
-                         f'{space.name}; use --cost_model=madds, params or '
-                         f'{_NONE}')
-  if f.rl_cost_model_target is None and f.cost_model == 'pixel1_latency':
+  resolve.check_cost_model(cost_model, space)
+  if f.rl_cost_model_target is not None or cost_model == _NONE:
+    return f.rl_cost_model_target
+  if cost_model == space.cost_model and space.default_cost_target:
     return space.default_cost_target
-  return f.rl_cost_model_target
+  raise cli.UsageError(
+      f'--cost_model={cost_model} needs --rl_cost_model_target for '
+      f'{space.name} (in {cost_models.get(cost_model).unit}; '
+      f'{resolve.largest_cost(space, cost_model, info, image_size)}), or '
+      f'--cost_model={_NONE}')
 
 
 def build_config(f: flags.FlagValues = FLAGS) -> SearchConfig:
@@ -136,23 +146,31 @@ def build_config(f: flags.FlagValues = FLAGS) -> SearchConfig:
   """
   space = _search_space(f)
   info = _dataset_info(f)
+  image_size = f.image_size or info.default_image_size
+  with resolve.usage_errors():
+    search_spaces.check_image_size(space, image_size)
+  values = _values(f, space)
   if not f.model_dir:
     raise cli.UsageError('--model_dir is required')
   cli.check_output_dir('model_dir', f.model_dir)
   try:
-    return SearchConfig(
-        **CONFIG_FLAGS.values(f), search_space=space.name,
-        model_dir=f.model_dir, dataset=f.dataset,
-        image_size=f.image_size or info.default_image_size,
-        num_classes=info.num_classes,
+    config = SearchConfig(
+        **values, search_space=space.name,
+        model_dir=f.model_dir, dataset=f.dataset, image_size=image_size,
+        num_classes=info.num_classes, class_names=info.class_names,
         num_train_examples=info.num_train or 0,
         input_channels=info.channels, cost_model_space=space.pixel1_model,
-        rl_cost_model_target=_cost_target(f, space),
+        rl_cost_model_target=_cost_target(f, space, values['cost_model'],
+                                          info, image_size),
         use_bfloat16=cli.resolve_auto_bool(f.use_bfloat16,
                                            space.default_use_bfloat16),
         num_replicas=config_flags.num_replicas(f))
-  except ConfigError as e:
+    if config.cost_model != _NONE:
+      cost_models.check_file(config.cost_model,
+                             cost_models.context_for(config))
+  except (ConfigError, cost_models.LatencyModelError) as e:
     raise cli.UsageError(str(e)) from None
+  return config
 
 
 def main(argv, flag_values: flags.FlagValues = FLAGS):
@@ -168,8 +186,9 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
   from tunas_search import runner  # pylint: disable=g-import-not-at-top
   space = search_spaces.get(config.search_space)
   try:
-    result = runner.run_search(config, space.spec(),
-                               resume_from=flag_values.resume_from)
+    with resolve.reading_images(config.dataset):
+      result = runner.run_search(config, space.spec(),
+                                 resume_from=flag_values.resume_from)
   except ConfigError as e:
     raise cli.UsageError(str(e)) from None
   except runner.NonFiniteLossError as e:

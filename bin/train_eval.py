@@ -37,6 +37,7 @@ from absl import flags
 import search_spaces
 from . import cli
 from . import config_flags
+from . import resolve
 from tunas_search import architecture
 from tunas_search import data
 from tunas_search.config import ConfigError
@@ -52,7 +53,7 @@ _NOT_FLAGS = (
     'search_space', 'model_dir', 'indices', 'dataset', 'image_size',
     'use_bfloat16', 'num_replicas',
     # Derived from the dataset and --train_split.
-    'num_classes', 'num_train_examples', 'input_channels',
+    'num_classes', 'num_train_examples', 'input_channels', 'class_names',
     # The recipe's constants (docs/method.md sections 2 and 6): no flag.
     'model_rmsprop_decay', 'model_rmsprop_epsilon', 'log_every_steps')
 CONFIG_FLAGS = config_flags.ConfigFlags(TrainEvalConfig, _NOT_FLAGS)
@@ -62,8 +63,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   """Defines this tool's flags (called by `run()`; see describe_arch)."""
   fv = dict(flag_values=flag_values)
   # What to train and where.
-  flags.DEFINE_string('search_space', None, 'A search space or reference net: '
-                      + ', '.join(search_spaces.names()), **fv)
+  flags.DEFINE_string('search_space', None, resolve.space_help(
+      'A search space or reference net'), **fv)
   flags.DEFINE_string('indices', None, 'Architecture string a:b:c:... '
                       '(default: the reference net, or the largest network '
                       'of a space).', **fv)
@@ -76,8 +77,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       '--model_dir (e.g. model.ckpt-300) instead of the '
                       'latest, e.g. when the latest is damaged.', **fv)
   flags.DEFINE_string('dataset', None, 'Dataset: ' + ', '.join(
-      data.REGISTRY.names()) + ', or tfds:NAME (default: the search\'s '
-                      'with --search_model_dir, else '
+      data.REGISTRY.names()) + ', ' + resolve.DATASET_HELP + ' (default: '
+                      "the search's with --search_model_dir, else "
                       f'{CONFIG_FLAGS.default("dataset")}).', **fv)
   flags.DEFINE_integer('image_size', None, 'Input resolution (default: the '
                        "search's, else the dataset's).", **fv)
@@ -106,7 +107,7 @@ def _architecture(f: flags.FlagValues):
     except analysis.AnalysisError as e:
       raise cli.UsageError(f'--search_model_dir: {e}') from None
     return search.search_space, spec, indices, search
-  space = cli.get_or_usage(search_spaces.get, f.search_space)
+  space = resolve.search_space(f.search_space)
   spec = space.spec()
   try:
     indices = (architecture.parse_indices(f.indices, spec) if f.indices
@@ -147,7 +148,8 @@ def build_config(f: flags.FlagValues = flags.FLAGS):
     if not (f.search_space or f.search_model_dir):
       raise cli.UsageError('--search_space or --search_model_dir is '
                            'required; search spaces and reference nets: '
-                           + ', '.join(search_spaces.names()))
+                           + ', '.join(search_spaces.names()) + ', '
+                           + resolve.USER_SPACES)
     name, spec, indices, search = _architecture(f)
     dataset = f.dataset or (search.dataset if search else
                             CONFIG_FLAGS.default('dataset'))
@@ -157,10 +159,12 @@ def build_config(f: flags.FlagValues = flags.FLAGS):
                            f'{dataset} is unknown; give --max_steps')
     image_size = f.image_size or (search.image_size if search
                                   else info.default_image_size)
+    if not search:
+      resolve.search_space(name, image_size=image_size)
     return TrainEvalConfig(
         **CONFIG_FLAGS.values(f), search_space=name, model_dir=f.model_dir,
         indices=indices, dataset=dataset, image_size=image_size,
-        num_classes=info.num_classes,
+        num_classes=info.num_classes, class_names=info.class_names,
         num_train_examples=info.num_examples(f.train_split) or 0,
         input_channels=info.channels,
         use_bfloat16=cli.resolve_auto_bool(
@@ -182,8 +186,9 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   # Import TensorFlow-heavy modules only once the flags are known to be good.
   from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
   try:
-    result = train_eval.run(config, spec,
-                            resume_from=flag_values.resume_from)
+    with resolve.reading_images(config.dataset):
+      result = train_eval.run(config, spec,
+                              resume_from=flag_values.resume_from)
   except (ConfigError, train_eval.WarmStartError) as e:
     raise cli.UsageError(str(e)) from None
   if result is None:

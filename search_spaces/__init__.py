@@ -2,19 +2,36 @@
 
 Each entry knows its model spec, its default architecture (the reference net
 itself, or the largest network of a space), the Pixel-1 latency model it can
-be scored with, the default latency target of a search in it and whether it
-trains in bfloat16 by default.
+be scored with, the default cost model and target of a search in it and
+whether it trains in bfloat16 by default.
+
+Besides the shipped entries, `get` resolves spaces of other packages (entry
+points of the group `tunas_search.search_spaces`) and `MODULE:FUNCTION`
+references (search_spaces/plugins.py); those specs are validated first
+(search_spaces/validation.py).
 """
 
 import dataclasses
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+from absl import logging
 
 from tunas_search import architecture
 from tunas_search import schema
 from tunas_search.registry import Registry
+from tunas_search.registry import UnknownNameError
 from tunas_search.specs import ConvTower
 from search_spaces import mobilenet_v3_like
+from search_spaces import plugins
 from search_spaces import proxylessnas
+from search_spaces import validation
+from search_spaces.plugins import SearchSpaceError
+from search_spaces.validation import SpecError
+
+# The cost models a search defaults to: TuNAS's latency model where it
+# applies (the three TuNAS spaces), else MAdds, which counts any spec.
+PIXEL1_LATENCY = 'pixel1_latency'
+MADDS = 'madds'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +50,11 @@ class SearchSpace:
       original TuNAS, True only for mobilenet_v3_like_search (docs/method.md
       section 2).
     description: one line for `--help` and reports.
+    default_cost_model: the cost model a search uses unless told otherwise;
+      None: pixel1_latency when `pixel1_model` is set, else madds.
+      `default_cost_target` is in this model's unit.
+    origin: plugins.BUILTIN (shipped here), plugins.PLUGIN (an entry point)
+      or plugins.MODULE (named as MODULE:FUNCTION).
   """
   name: str
   spec_fn: Callable[[], ConvTower]
@@ -41,6 +63,15 @@ class SearchSpace:
   default_cost_target: Optional[float] = None
   default_use_bfloat16: bool = False
   description: str = ''
+  default_cost_model: Optional[str] = None
+  origin: str = plugins.BUILTIN
+
+  @property
+  def cost_model(self) -> str:
+    """The default cost model of a search in this space."""
+    if self.default_cost_model is not None:
+      return self.default_cost_model
+    return PIXEL1_LATENCY if self.pixel1_model else MADDS
 
   @property
   def is_reference(self) -> bool:
@@ -105,13 +136,98 @@ _add(SearchSpace(
 
 
 def get(name: str) -> SearchSpace:
-  """The entry registered as `name` (UnknownNameError lists valid names)."""
-  return REGISTRY.get(name)
+  """The space or reference net called `name`.
+
+  Args:
+    name: a shipped name, an entry point's name or `MODULE:FUNCTION`.
+
+  Returns:
+    The SearchSpace; a user's spec has passed `validation.check_spec`.
+
+  Raises:
+    UnknownNameError: for an unknown name, listing the valid ones.
+    SearchSpaceError: for a user's space that cannot be loaded or built
+      (validation.SpecError for one that fails validation).
+  """
+  if name in REGISTRY:
+    return REGISTRY.get(name)
+  if name in plugins.entry_points() or plugins.is_reference_string(name):
+    return _load(name)
+  raise UnknownNameError(
+      f'unknown search space {name!r}; valid choices: {", ".join(names())}, '
+      'or MODULE:FUNCTION for a space in your own code')
+
+
+@plugins.cached
+def _load(name: str) -> SearchSpace:
+  """Loads and validates an entry point's or a MODULE:FUNCTION's space."""
+  if plugins.is_reference_string(name):
+    origin, target = plugins.MODULE, plugins.load_reference(name)
+  else:
+    origin = plugins.PLUGIN
+    target = plugins.load_entry_point(name, plugins.entry_points()[name])
+  space = _as_space(name, target)
+  space = dataclasses.replace(space, name=name, origin=origin)
+  spec = plugins.call_spec_function(name, space.spec)
+  try:
+    validation.check_spec(spec)
+  except SpecError as e:
+    raise e.in_space(name) from None
+  # The spec is frozen and checked: later calls return this very object.
+  space = dataclasses.replace(space, spec_fn=lambda: spec)
+  if space.is_reference:
+    try:
+      architecture.validate(spec, space.default_indices())
+    except architecture.ArchitectureError as e:
+      raise SearchSpaceError(f'{name}: reference_indices: {e}') from None
+  return space
+
+
+def _as_space(name: str, target: Any) -> SearchSpace:
+  """A SearchSpace from what a user named: a space, or a spec function."""
+  if isinstance(target, SearchSpace):
+    return target
+  if not callable(target):
+    raise SearchSpaceError(f'{name}: expected a SearchSpace or a function '
+                           f'returning a spec, got {type(target).__name__}')
+  result = plugins.call_spec_function(name, target)
+  if isinstance(result, SearchSpace):
+    return result
+  if not isinstance(result, ConvTower):
+    raise SearchSpaceError(f'{name}: expected a specs.ConvTower or a '
+                           f'SearchSpace, got {type(result).__name__}')
+  doc = (getattr(target, '__doc__', None) or '').strip()
+  return SearchSpace(name, target, description=doc.splitlines()[0] if doc
+                     else '')
+
+
+def check_image_size(space: SearchSpace, image_size: int) -> None:
+  """Raises SpecError if a user's space collapses an `image_size` input."""
+  if space.origin != plugins.BUILTIN:
+    try:
+      validation.check_spec(space.spec(), image_size)
+    except SpecError as e:
+      raise e.in_space(space.name) from None
+
+
+def plugin_names() -> list:
+  """Names of installed packages' spaces (entry points), sorted.
+
+  A name that a shipped space already has is skipped with a warning.
+  """
+  found = []
+  for name in sorted(plugins.entry_points()):
+    if name in REGISTRY:
+      logging.warning('Ignoring entry point %r of %s: a shipped search space '
+                      'has that name', name, plugins.ENTRY_POINT_GROUP)
+    else:
+      found.append(name)
+  return found
 
 
 def names() -> list:
-  """All registered names."""
-  return REGISTRY.names()
+  """All shipped names and installed packages' spaces."""
+  return sorted(REGISTRY.names() + plugin_names())
 
 
 def default_use_bfloat16(name: str) -> bool:
@@ -121,7 +237,12 @@ def default_use_bfloat16(name: str) -> bool:
     name: a registered space or reference net; any other name (one a test
       search recorded) resolves to False.
   """
-  return name in REGISTRY and REGISTRY.get(name).default_use_bfloat16
+  if name in REGISTRY:
+    return REGISTRY.get(name).default_use_bfloat16
+  try:
+    return get(name).default_use_bfloat16
+  except (UnknownNameError, SearchSpaceError):
+    return False
 
 
 def bfloat16_names() -> list:
@@ -130,8 +251,13 @@ def bfloat16_names() -> list:
 
 
 def search_space_names() -> list:
-  """Names of the real search spaces (not reference nets)."""
-  return REGISTRY.filter(lambda _, s: not s.is_reference)
+  """Names of the real search spaces (not reference nets).
+
+  Installed packages' spaces count as search spaces here, since telling
+  would mean importing them.
+  """
+  return sorted(REGISTRY.filter(lambda _, s: not s.is_reference)
+                + plugin_names())
 
 
 def reference_names() -> list:

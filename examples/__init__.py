@@ -1,0 +1,1 @@
+"""Runnable examples: a custom search space and a generated image folder."""
