@@ -15,7 +15,7 @@ SMOKE_DIR ?= /tmp/tunas_search_smoke
 MUTATION_DIR ?= build/mutation
 MUTATION_JOBS ?= 1
 
-.PHONY: venv test test-all smoke bench mutation clean
+.PHONY: venv test test-all smoke bench bench-xla mutation clean
 
 venv: $(STAMP)
 
@@ -44,6 +44,11 @@ smoke: venv
 bench: venv
 	$(PY) bench/step_cost.py
 	$(PY) bench/search_step.py
+
+# XLA compile time and peak memory of each search space's step (docs/xla.md);
+# minutes per space, so outside `make bench`.
+bench-xla: venv
+	$(PY) bench/xla_compile.py
 
 mutation: venv
 	$(PY) -m pip install --quiet -c requirements/cpu.txt -r requirements/mutation.txt

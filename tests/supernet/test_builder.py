@@ -11,6 +11,9 @@ import search_spaces
 from tunas_search import architecture
 from tunas_search import schema
 from tunas_search.supernet import build_network
+from tunas_search.supernet import building_for_xla
+from tunas_search.schema import OneOf
+from tunas_search.specs import Block, Conv, ConvTower
 from tunas_search.supernet import supernet_init_op
 
 
@@ -243,3 +246,25 @@ def test_stand_alone_variables_have_selected_widths():
   assert shapes[f'{prefix}/project/kernel'] == [1, 1, 96, 24]
   assert f'{prefix}/depthwise_k5/kernel' not in shapes
   assert shapes['classifier/kernel'] == [1280, 10]
+
+
+def _cond_op_types(**kwargs):
+  with tf.Graph().as_default() as graph:
+    spec = schema.with_masks(_xla_spec(), [tf.constant([0.5, 0.5])])
+    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
+                  batch_norm_mode='batch', **kwargs)
+  return {op.type for op in graph.get_operations()}
+
+
+def _xla_spec():
+  return ConvTower((Block((OneOf((Conv(3), Conv(5)), schema.OP),), 8),))
+
+
+def test_for_xla_builds_functional_conds():
+  assert 'Switch' in _cond_op_types()
+  types = _cond_op_types(for_xla=True)
+  assert 'Switch' not in types and types & {'If', 'StatelessIf'}
+  with building_for_xla():
+    assert 'Switch' not in _cond_op_types()
+    assert 'Switch' in _cond_op_types(for_xla=False)
+  assert 'Switch' in _cond_op_types()  # The default is restored.

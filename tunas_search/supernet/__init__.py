@@ -1,6 +1,7 @@
 """Masked layers and the spec -> network builder (supernet and stand-alone)."""
 
 from tunas_search.supernet.builder import build_network
+from tunas_search.supernet.builder import building_for_xla
 from tunas_search.supernet.ops import reading_snapshots
 from tunas_search.supernet.weights import MaskedWeightDecay
 from tunas_search.supernet.weights import is_weight_decayed
@@ -10,7 +11,8 @@ from tunas_search.supernet.weights import supernet_assignments
 from tunas_search.supernet.weights import supernet_init_op
 
 __all__ = [
-    'MaskedWeightDecay', 'build_network', 'is_weight_decayed',
+    'MaskedWeightDecay', 'build_network', 'building_for_xla',
+    'is_weight_decayed',
     'reading_snapshots', 'regularization_loss',
     'slice_to_shape', 'supernet_assignments', 'supernet_init_op',
 ]

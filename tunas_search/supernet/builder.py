@@ -6,6 +6,7 @@ returns an apply function; searched op choices run their apply functions
 inside `tf.cond`, so only the selected path is computed (docs/method.md section 4).
 """
 
+import contextlib
 import dataclasses
 from typing import Any, Callable, Optional
 
@@ -341,12 +342,32 @@ def _classifier(features: tf.Tensor, width: Width, num_classes: int,
   return tf.matmul(pooled, kernel) + b
 
 
+# `building_for_xla` sets this default of `build_network(for_xla=None)`.
+_FOR_XLA = [False]
+
+
+@contextlib.contextmanager
+def building_for_xla():
+  """While active, `build_network` builds for XLA unless told otherwise.
+
+  For callers that reach the builder through a model_fn which does not pass
+  `for_xla` (tests, benchmarks). Not thread-safe: builds are single-threaded.
+  """
+  was = _FOR_XLA[0]
+  _FOR_XLA[0] = True
+  try:
+    yield
+  finally:
+    _FOR_XLA[0] = was
+
+
 def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                   num_classes: int, *, is_training: bool,
                   batch_norm_mode: str, dtype: tf.DType = tf.float32,
                   dropout_rate: float = 0.0,
                   path_dropout_rate: float = 0.0,
-                  decay: Optional[MaskedWeightDecay] = None) -> tf.Tensor:
+                  decay: Optional[MaskedWeightDecay] = None,
+                  for_xla: Optional[bool] = None) -> tf.Tensor:
   """Builds the network of a masked spec on `images`.
 
   Numpy one-hot masks give a stand-alone network (only the selected ops, exact
@@ -367,6 +388,11 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     decay: if given, collects the weight-decay term of every kernel this
       build uses, masked by the sampled path (`MaskedWeightDecay`); pass it
       to the training build only.
+    for_xla: build the conds as functional `If` ops, which XLA (TPU,
+      `xla.compile`) compiles about 2.5x faster than v1 Switch/Merge; the
+      default v1 conds build about 3x faster and suit CPU and GPU graphs
+      (docs/xla.md). None: True only inside `building_for_xla()`. The
+      computed values are the same either way.
 
   Returns:
     float32 logits [N, num_classes].
@@ -382,11 +408,13 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     raise ValueError(f'dtype must be float32 or bfloat16, got {dtype}')
   if not 0 <= dropout_rate < 1 or not 0 <= path_dropout_rate < 1:
     raise ValueError('dropout rates must be in [0, 1)')
+  if for_xla is None:
+    for_xla = _FOR_XLA[0]
   ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
                      model_spec.filters_base, decay=decay)
   x = tf.cast(images, dtype)
   width = widths.fixed(images.shape[-1])
-  with ops.v1_control_flow():
+  with ops.v2_control_flow() if for_xla else ops.v1_control_flow():
     for b, block in enumerate(model_spec.blocks):
       block_width = widths.block_width(block.filters, f'blocks/{b}/filters')
       for i, layer in enumerate(block.layers):
