@@ -36,6 +36,7 @@ from absl import logging
 
 from . import cli
 from . import config_flags
+from . import resolve
 import search_spaces
 from tunas_search import calibration
 from tunas_search.config import ConfigError
@@ -53,14 +54,9 @@ def build_config(f: flags.FlagValues = FLAGS
                  ) -> calibration.CalibrationConfig:
   """Validates the flags into a CalibrationConfig (one-line errors)."""
   values = CONFIG_FLAGS.values(f)
-  if not values['search_space']:
-    raise cli.UsageError('--search_space is required; valid choices: '
-                         + ', '.join(search_spaces.search_space_names()))
-  space = cli.get_or_usage(search_spaces.get, values['search_space'])
-  if space.is_reference:
-    raise cli.UsageError(
-        f'{space.name!r} is a reference architecture, not a search space; '
-        f'valid: {", ".join(search_spaces.search_space_names())}')
+  # Any search space, a plug-in's or MODULE:FUNCTION included.
+  resolve.search_space(values['search_space'], searchable=True,
+                       image_size=values['image_size'])
   if not values['output_dir']:
     raise cli.UsageError('--output_dir is required')
   cli.check_output_dir('output_dir', values['output_dir'])
