@@ -34,9 +34,9 @@ tf1 = tf.compat.v1
 STEPS = 4
 # XLA fuses and reorders float32 arithmetic (BN reductions, the folded mask
 # scales, the optimizer's updates), so results differ from the plain graph's
-# in the last few bits; four steps of training compound that to ~1e-6
-# relative. 1e-4 leaves a margin of ~100x while still catching any real
-# difference (a wrong branch, a skipped update), which moves values by >1e-2.
+# in the last few bits, and four steps of training compound that. 1e-4 is
+# far above float32 rounding yet far below any real difference (a wrong
+# branch, a skipped update), which moves these values by 1e-2 or more.
 RTOL, ATOL = 1e-4, 1e-6
 # Logit margin that makes the controller sample one architecture whatever its
 # random draws (probability 1 - ~1e-13 per decision).
