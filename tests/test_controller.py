@@ -282,3 +282,33 @@ def test_stateless_seed_makes_replicas_differ_and_is_reproducible():
       c = sess.run(out.indices, {seed: [5, 0]})
   assert not np.array_equal(a, b)
   np.testing.assert_array_equal(a, c)
+
+
+def _reference_uniform(seed, n):
+  """controller.counter_uniform in plain Python integers (the definition)."""
+  m = 0xFFFFFFFF
+
+  def mix(h):
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & m
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & m
+    return h ^ (h >> 16)
+
+  out = []
+  for i in range(n):
+    h = i
+    for s in seed:
+      h = mix(mix(h) ^ (s & m))
+    out.append(((mix(h) >> 8) + 0.5) / 2**24)
+  return np.array(out, np.float32)
+
+
+@pytest.mark.parametrize('seed', [[0, 0, 0], [3, 123456789012, 1], [7, 1]])
+def test_counter_uniform_is_its_integer_definition(seed):
+  with tf.Graph().as_default():
+    values = controller.counter_uniform(tf.constant(seed, tf.int64), 500)
+    with tf.compat.v1.Session() as session:
+      got = session.run(values)
+  np.testing.assert_array_equal(got, _reference_uniform(seed, 500))
+  assert 0.0 < got.min() and got.max() < 1.0

@@ -205,6 +205,52 @@ def _draw_one(decision: schema.Decision, logits: tf.Tensor,
   return _Draw(mask, index, log_prob, entropy, warmup)
 
 
+_MASK32 = 0xFFFFFFFF
+
+
+def _mul32(h: tf.Tensor, constant: int) -> tf.Tensor:
+  """(h * constant) mod 2^32 for int64 h in [0, 2^32), without overflow.
+
+  Split into 16-bit halves so that no product reaches 2^63: integer
+  overflow is not something a test (or XLA vs a CPU kernel) may rely on.
+  """
+  low, high = tf.bitwise.bitwise_and(h, 0xFFFF), tf.bitwise.right_shift(h, 16)
+  product = low * constant + tf.bitwise.left_shift(
+      (high * (constant & 0xFFFF)) % 65536, 16)
+  return tf.bitwise.bitwise_and(product, _MASK32)
+
+
+def _mix32(h: tf.Tensor) -> tf.Tensor:
+  """MurmurHash3's 32-bit finaliser (Appleby 2008): avalanches every bit."""
+  h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
+  h = _mul32(h, 0x85EBCA6B)
+  h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 13))
+  h = _mul32(h, 0xC2B2AE35)
+  return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
+
+
+def counter_uniform(seed: tf.Tensor, n: int) -> tf.Tensor:
+  """n float32 numbers in (0, 1), a pure function of the integer `seed`.
+
+  A counter-based generator made of integer ops only (hash of the seed's
+  entries and the draw's index), so the numbers are bit-identical on CPU,
+  GPU, TPU and under XLA; TensorFlow's stateless random ops are not (XLA
+  implements them with other bits than the CPU kernels).
+
+  Args:
+    seed: int32 or int64 vector, e.g. (seed, step, replica).
+    n: how many numbers.
+  """
+  seed = tf.bitwise.bitwise_and(tf.cast(seed, tf.int64), _MASK32)
+  h = tf.range(n, dtype=tf.int64)
+  for i in range(int(seed.shape[0])):
+    h = _mix32(tf.bitwise.bitwise_xor(_mix32(h), seed[i]))
+  # The top 24 bits, centred in their interval: exact in float32, never 0
+  # or 1, so both logs of the Gumbel noise stay finite.
+  top = tf.cast(tf.bitwise.right_shift(_mix32(h), 8), tf.float32)
+  return (top + 0.5) * (1.0 / (1 << 24))
+
+
 def _fixed_draw() -> _Draw:
   """A one-choice decision: always selected, contributes nothing."""
   return _Draw(tf.constant([1.0]), tf.constant(0, tf.int32),
@@ -245,10 +291,10 @@ def sample(decisions: Sequence[schema.Decision],
       probability.
     temperature: float32 scalar > 0 dividing the logits.
     seed: op-level seed, for tests only.
-    stateless_seed: optional int32 [2] tensor; when given, the draws come
-      from `tf.random.stateless_uniform` with this seed. The search's
-      model_fn folds the seed, the step and the replica id into it, so
-      replicas sample different architectures and runs are reproducible.
+    stateless_seed: optional integer vector (the search passes (seed, step,
+      replica)); when given, the draws are `counter_uniform(stateless_seed)`:
+      replicas sample different architectures, and runs are reproducible,
+      bit for bit on any device and under XLA.
 
   Returns:
     A `ControllerSample`.
@@ -266,9 +312,7 @@ def sample(decisions: Sequence[schema.Decision],
   # lower bound keeps both logs finite.
   tiny = np.finfo(np.float32).tiny
   if stateless_seed is not None:
-    uniform = tf.random.stateless_uniform(
-        [total + len(multi)], seed=stateless_seed, minval=tiny, maxval=1.0,
-        dtype=tf.float32)
+    uniform = counter_uniform(stateless_seed, total + len(multi))
   else:
     uniform = tf.random.uniform([total + len(multi)], minval=tiny, maxval=1.0,
                                 dtype=tf.float32, seed=seed)

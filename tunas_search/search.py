@@ -67,21 +67,20 @@ def _sampling_seed(config: SearchConfig, base: int,
                    step: tf.Tensor) -> tf.Tensor:
   """The controller's stateless seed for this step on this replica.
 
-  Derived from (seed, step, replica) alone, so a search samples the same
-  architectures whether or not XLA compiles the step (XLA ignores the seeds of
-  stateful random ops), and after a resume; mixing in the replica id gives
-  every replica its own architecture (docs/method.md section 5).
+  (seed, step, replica): a search samples the same architectures whether or
+  not XLA compiles the step (XLA ignores the seeds of stateful random ops,
+  and its stateless ones draw other numbers than the CPU's), and after a
+  resume; the replica id gives every replica its own architecture
+  (docs/method.md section 5, `controller.counter_uniform`).
 
   Args:
     config: the search config (replica layout).
     base: `config.seed`, or a number drawn once per process without one.
     step: the global step read at the start of the step.
   """
-  seed = tf.constant([base, 0], tf.int64)
-  seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step,
-                                                                tf.int64))
   replica = tpu.replica_id(config.use_tpu, config.num_replicas)
-  return tf.random.experimental.stateless_fold_in(seed, replica)
+  return tf.stack([tf.constant(base, tf.int64), tf.cast(step, tf.int64),
+                   replica])
 
 
 def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
@@ -99,7 +98,10 @@ def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
         masked_spec, images, config.num_classes, is_training=True,
         batch_norm_mode='batch',
         dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32,
-        decay=decay)
+        decay=decay,
+        # XLA compiles the TPU step; functional conds halve its compile time
+        # (docs/xla.md). None: v1 conds, or what `building_for_xla` says.
+        for_xla=True if config.use_tpu else None)
 
 
 def _model_variables() -> List[tf.Variable]:
