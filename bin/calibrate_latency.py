@@ -7,13 +7,14 @@
 
 Samples architectures across the space's cost range, builds each with random
 weights, converts it to a float TFLite model and times it (median of
---runs after --warmup_runs): on this machine's CPU (`--backend=tflite_cpu`)
+--runs after --warmup_runs, and the fastest): on this machine's CPU (`--backend=tflite_cpu`)
 or on an Android device through adb (`--backend=adb --benchmark_binary=PATH
 [--device_serial=SERIAL]`, TensorFlow Lite's benchmark_model). Each
 measurement is appended to OUTPUT_DIR/measurements.jsonl as it is taken: an
 interrupted calibration resumes where it stopped, and a rerun with a larger
 --num_samples measures only the new architectures. Then fits the model on
-4/5 of them, reports its error on the held-out 1/5 and writes
+4/5 of them (the fastest run of each by default, --statistic), reports
+its error on the held-out 1/5 and writes
 OUTPUT_DIR/latency_model.json (and predicted_vs_measured.png). Search with
 it: `bin/search.py --cost_model=measured
 --cost_model_file=OUTPUT_DIR/latency_model.json --rl_cost_model_target=MS`.
@@ -82,11 +83,11 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
   plot = calibration.plot(
       config.output_dir, result,
       f'{config.search_space} {config.image_size}px, {config.threads} '
-      f'thread(s): MAPE {report["mape_percent"]:.1f}%')
+      f'thread(s), {config.statistic}: MAPE {report["mape_percent"]:.1f}%')
   total = sum(m.seconds for m in measurements)
   logging.info('%d measurements took %s of measuring in all',
                len(measurements), calibration._format_seconds(total))  # pylint: disable=protected-access
-  print(calibration.format_report(report))
+  print(calibration.format_report(report, config.statistic))
   print(f'latency model: {path}' + (f'\nplot: {plot}' if plot else ''))
 
 

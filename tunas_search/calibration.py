@@ -37,6 +37,7 @@ SETTINGS = 'calibration.json'
 MODEL = 'latency_model.json'
 PLOT = 'predicted_vs_measured.png'
 BACKENDS = ('tflite_cpu', 'adb')
+STATISTICS = ('min', 'median')
 # Candidates the stratified half of the plan is drawn from, and the MAdds
 # bins it cycles through (smallest to largest), so that the plan covers the
 # whole cost range and not only its crowded middle.
@@ -66,6 +67,12 @@ class CalibrationConfig:
   runs: int = option(20, 'Timed runs per architecture (median taken).')
   warmup_runs: int = option(3, 'Untimed runs first.')
   seed: int = option(0, 'Seed of the plan of architectures.')
+  # Which timing the model predicts. Both are recorded, so a refit with the
+  # other needs no new measurements.
+  statistic: str = option(
+      'min', 'Timing the model predicts: min (the fastest timed run: robust '
+      'to other work on a shared machine, as timeit advises) or median (what '
+      'phone benchmarks report).', choices=STATISTICS)
   adb: str = option('adb', 'adb binary (backend adb).')
   device_serial: Optional[str] = option(None, 'adb device serial.')
   benchmark_binary: Optional[str] = option(
@@ -92,9 +99,10 @@ class CalibrationConfig:
                             self.num_classes, self.input_channels)
 
   def settings(self) -> Dict[str, Any]:
-    """What a resume must agree with (all but num_samples and output_dir)."""
+    """What a resume must agree with (all but num_samples, output_dir and
+  the statistic fitted)."""
     values = dataclasses.asdict(self)
-    del values['num_samples'], values['output_dir']
+    del values['num_samples'], values['output_dir'], values['statistic']
     return values
 
 
@@ -369,12 +377,14 @@ def fit(config: CalibrationConfig, spec: Any,
       architecture.with_indices(spec, architecture.parse_indices(
           m.architecture, spec)), context, names) for m in measurements],
                   dtype=np.float64)
-  latencies = np.array([m.latency_ms for m in measurements])
+  latencies = np.array([m.min_ms if config.statistic == 'min' else
+                        m.latency_ms for m in measurements])
   held = np.arange(len(measurements)) % HOLDOUT == HOLDOUT - 1
   model = measured.fit(
       rows[~held], latencies[~held], names, search_space=config.search_space,
       image_size=config.image_size, input_channels=config.input_channels,
-      num_classes=config.num_classes, device=device or {})
+      num_classes=config.num_classes,
+      device=dict(device or {}, statistic=config.statistic))
   predicted = [float(model.predict(r)) for r in rows[held]]
   report = measured.error_report(predicted, latencies[held])
   model = dataclasses.replace(model, heldout=report)
@@ -416,8 +426,8 @@ def plot(output_dir: str, result: Fit, title: str) -> Optional[str]:
   return path
 
 
-def format_report(report: Dict[str, float]) -> str:
-  return (f'held-out architectures: {report["count"]}\n'
+def format_report(report: Dict[str, float], statistic: str) -> str:
+  return (f'held-out architectures: {report["count"]} ({statistic} latency)\n'
           f'mean absolute % error:  {report["mape_percent"]:.2f}%\n'
           f'within +-5%:            {100 * report["within_5_percent"]:.0f}%\n'
           f'within +-10%:           {100 * report["within_10_percent"]:.0f}%\n'
