@@ -176,20 +176,16 @@ def test_calibrate_fit_and_search_with_the_measured_model(tmp_path):
     assert json.load(f)['cost_model_file'] == path
 
 
-def test_disturbed_timings_are_taken_again(tmp_path):
-  spec = tiny.tiny_spec()
+def test_disturbed_timings_are_taken_again():
   # Medians far above the minimum, as when other work shares the CPU, then
   # an undisturbed timing.
-  timings = iter([{'latency_ms': 3.0, 'min_ms': 1.0},
-                  {'latency_ms': 2.0, 'min_ms': 1.0},
-                  {'latency_ms': 1.05, 'min_ms': 1.0}] +
-                 [{'latency_ms': 1.0, 'min_ms': 1.0}] * 20)
-  calls = []
-
-  def device(config, spec, indices):
-    calls.append(indices)
-    return next(timings)
-
-  done = calibration.calibrate(_config(tmp_path, num_samples=2), spec, device)
-  assert [m.latency_ms for m in done] == [1.05, 1.0]
-  assert len(calls) == 4  # Three timings of the first, one of the second.
+  timings = [{'latency_ms': 3.0, 'min_ms': 1.0},
+             {'latency_ms': 2.0, 'min_ms': 1.0},
+             {'latency_ms': 1.05, 'min_ms': 1.0},
+             {'latency_ms': 1.0, 'min_ms': 1.0}]
+  calls = iter(timings)
+  assert calibration.least_disturbed(lambda: next(calls)) == timings[2]
+  assert next(calls) == timings[3]  # Two retakes at most.
+  calls = iter(timings[2:])
+  assert calibration.least_disturbed(lambda: next(calls)) == timings[2]
+  assert next(calls) == timings[3]  # Undisturbed: timed once.

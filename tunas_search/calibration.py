@@ -260,17 +260,21 @@ def _measure_adb(config: CalibrationConfig, model: bytes) -> Dict[str, float]:
 
 def measure(config: CalibrationConfig, spec: Any,
             indices: Sequence[int]) -> Dict[str, float]:
-  """Builds one architecture with random weights and times it."""
+  """Builds one architecture with random weights and times it (again, if
+  disturbed: `least_disturbed`)."""
   from tunas_search import export  # pylint: disable=g-import-not-at-top
   masked = architecture.with_indices(spec, indices)
   model = export.random_tflite_model(masked, config.image_size,
                                      config.input_channels, config.num_classes)
   if config.backend == 'adb':
-    return _measure_adb(config, model)
-  latency = export.measure_tflite_latency(
-      model, runs=config.runs, warmup_runs=config.warmup_runs,
-      num_threads=config.threads)
-  return {'latency_ms': latency.median_ms, 'min_ms': latency.min_ms}
+    return least_disturbed(lambda: _measure_adb(config, model))
+
+  def time_once():
+    latency = export.measure_tflite_latency(
+        model, runs=config.runs, warmup_runs=config.warmup_runs,
+        num_threads=config.threads)
+    return {'latency_ms': latency.median_ms, 'min_ms': latency.min_ms}
+  return least_disturbed(time_once)
 
 
 def _check_settings(config: CalibrationConfig) -> None:
@@ -320,7 +324,7 @@ def calibrate(config: CalibrationConfig, spec: Any,
                             '--output_dir')
         continue
       start = time.time()
-      result = _least_disturbed(measure_fn, config, spec, indices)
+      result = measure_fn(config, spec, indices)
       m = Measurement(i, name, float(result['latency_ms']),
                       float(result['min_ms']), _madds(spec, indices, context),
                       time.time() - start)
@@ -336,17 +340,21 @@ def calibrate(config: CalibrationConfig, spec: Any,
   return done[:config.num_samples]
 
 
-def _least_disturbed(measure_fn: Callable, config: CalibrationConfig,
-                     spec: Any, indices: Sequence[int]) -> Dict[str, float]:
-  """Times an architecture, again while its timings look disturbed."""
-  best = measure_fn(config, spec, indices)
+def least_disturbed(time_once: Callable[[], Dict[str, float]]
+                    ) -> Dict[str, float]:
+  """Times a model, again while its timings look disturbed.
+
+  Args:
+    time_once: times the (already built) model once: {'latency_ms',
+      'min_ms'}.
+  """
+  best = time_once()
   for _ in range(RETAKES):
     if best['latency_ms'] <= NOISY_RATIO * best['min_ms']:
       break
-    logging.info('timings of %s spread %.2fx (median/min): timing it again',
-                 architecture.format_indices(indices),
+    logging.info('timings spread %.2fx (median/min): timing it again',
                  best['latency_ms'] / best['min_ms'])
-    again = measure_fn(config, spec, indices)
+    again = time_once()
     if again['latency_ms'] < best['latency_ms']:
       best = again
   return best
