@@ -59,9 +59,9 @@ def _search_inputs(config, channels: int) -> List[np.ndarray]:
           rng.integers(0, config.num_classes, v).astype(np.int32)]
 
 
-def _search_computation(config, spec, recorded: List[tf.Tensor]) -> Callable:
+def _search_computation(config, spec) -> Callable:
   """The search step as TPU compilation wraps it; also outputs the packed
-  host_call scalars and the sampled indices."""
+  host_call scalars and the sampled indices (the model_fn's collection)."""
   model_fn = search.make_model_fn(config, spec)
 
   def computation(train_images, validation_images, train_labels,
@@ -74,7 +74,7 @@ def _search_computation(config, spec, recorded: List[tf.Tensor]) -> Callable:
     _, (_, packed) = est.host_call
     with tf.control_dependencies([est.train_op]):
       return [tf.identity(est.loss), tf.identity(packed),
-              tf.identity(recorded[-1])]
+              tf.identity(tf1.get_collection(search.SAMPLED_INDICES)[-1])]
   return computation
 
 
@@ -102,22 +102,13 @@ def _run(graph: tf.Graph, outputs, steps: int,
 
 
 def _search_steps(config, spec, channels: int, use_xla: bool, steps: int,
-                  monkeypatch, initial=None):
+                  initial=None):
   """Builds the search step (plain, or compiled with XLA) and runs it."""
-  recorded = []
-  real_sample = search.controller.sample
-
-  def sample(*args, **kwargs):
-    result = real_sample(*args, **kwargs)
-    recorded.append(tf.convert_to_tensor(result.indices))
-    return result
-
-  monkeypatch.setattr(search.controller, 'sample', sample)
   graph = tf.Graph()
   with graph.as_default():
     tf1.set_random_seed(0)
     inputs = [tf.constant(x) for x in _search_inputs(config, channels)]
-    computation = _search_computation(config, spec, recorded)
+    computation = _search_computation(config, spec)
     if use_xla:
       with supernet.building_for_xla():
         outputs = xla.compile(computation, inputs)
@@ -133,8 +124,7 @@ def _check_close(xla_results, plain_results):
     np.testing.assert_allclose(compiled[1], plain[1], rtol=RTOL, atol=ATOL)
 
 
-def test_search_step_under_xla_matches_the_plain_graph(tmp_path,
-                                                       monkeypatch):
+def test_search_step_under_xla_matches_the_plain_graph(tmp_path):
   # The warm-ups are over, so the controller learns every step. The draws
   # are integer hashes of (seed, step, replica) (controller.counter_uniform),
   # bit-identical with and without XLA, so both sample alike.
@@ -143,9 +133,9 @@ def test_search_step_under_xla_matches_the_plain_graph(tmp_path,
                           rl_delay_steps_fraction=0.0)
   spec = tiny.tiny_spec()
   (plain, start, plain_end), plain_types = _search_steps(
-      config, spec, 1, False, STEPS, monkeypatch)
+      config, spec, 1, False, STEPS)
   (compiled, _, xla_end), xla_types = _search_steps(
-      config, spec, 1, True, STEPS, monkeypatch, initial=start)
+      config, spec, 1, True, STEPS, initial=start)
   # The seam worked: the CPU graph has v1 conds, the XLA one functional Ifs.
   assert 'Switch' in plain_types and 'Switch' not in xla_types
   assert len({tuple(p[2]) for p in plain}) > 1  # The samples do vary.
@@ -215,24 +205,12 @@ def _one_compiled_search_step(tmp_path, name: str) -> Tuple[float, float]:
       train_batch_size=2, max_steps=100, seed=1,
       cost_model_space=space.pixel1_model,
       rl_cost_model_target=space.default_cost_target)
-  recorded = []
-  real_sample = search.controller.sample
-
-  def sample(*args, **kwargs):
-    result = real_sample(*args, **kwargs)
-    recorded.append(tf.convert_to_tensor(result.indices))
-    return result
-
-  search.controller.sample = sample
-  try:
-    graph = tf.Graph()
-    with graph.as_default():
-      inputs = [tf.constant(x) for x in _search_inputs(config, 3)]
-      with supernet.building_for_xla():
-        outputs = xla.compile(_search_computation(config, space.spec(),
-                                                  recorded), inputs)
-  finally:
-    search.controller.sample = real_sample
+  graph = tf.Graph()
+  with graph.as_default():
+    inputs = [tf.constant(x) for x in _search_inputs(config, 3)]
+    with supernet.building_for_xla():
+      outputs = xla.compile(_search_computation(config, space.spec()),
+                            inputs)
   results, _, _ = _run(graph, outputs, 1)
   return float(results[0][0]), results[0][1]
 
