@@ -4,19 +4,36 @@
   .venv/bin/python bench/search_step.py [--search_space=proxylessnas_search]
 
 The search step (the real model_fn's train op) is compared, in one process,
-with what it must at least do: one training step of the sampled path built
-stand-alone at maximum width, plus one inference pass of that network on the
-validation batch. The controller is pinned to one architecture (peaked logits,
-no warm-up, zero controller learning rate) so both sides run the same path.
+with what it must at least do: one training step of the sampled architecture
+built stand-alone, plus one inference pass of that network on the validation
+batch. The architecture is drawn at random (`--arch_seed`); the controller is
+pinned to it (peaked logits, no warm-up, zero controller learning rate) so
+both sides run the same path.
 
 Keys:
-  search_vs_parts_ratio: search step / (training step + validation inference);
-    goal <= 1.10.
+  search_vs_sampled_parts_ratio: search step computing at the sampled widths
+    (`supernet_widths=sampled`, the CPU/GPU default) / (training step +
+    validation inference of the architecture built stand-alone at its own
+    widths); goal <= 1.10.
+  search_vs_parts_ratio: search step in TuNAS's masked form (largest widths,
+    masked; `supernet_widths=masked`) / the same parts built at the largest
+    widths of the sampled ops; goal <= 1.10.
+  sampled_vs_masked_step_ratio: the two search steps; what computing at the
+    sampled width saves.
+  overlap_gain: search step with the validation pass made to wait for the
+    weight update / the search step as built (`pre_update` validation runs
+    concurrently with the update); > 1 is the gain of the overlap.
   overhead_share: time of the controller, cost model, reward and summary
     packing alone, as a share of the search step; goal <= 0.03.
+  supernet_update_ms: one RMSProp update (with zero gradients) of variables
+    shaped like all the supernet's weights: what the search step pays,
+    whatever it samples, to keep every weight moving with its momentum as
+    TuNAS's optimiser does; the stand-alone training step updates only the
+    sampled network's weights.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -45,9 +62,10 @@ tf1 = tf.compat.v1
 _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
 
 
-def _config(args, model_dir: str) -> SearchConfig:
+def _config(args, model_dir: str, widths: str) -> SearchConfig:
   space = search_spaces.get(args.search_space)
   return SearchConfig(
+      supernet_widths=widths,
       search_space=args.search_space, model_dir=model_dir, num_classes=10,
       num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size,
@@ -91,10 +109,30 @@ def _pin_controller(decisions, indices):
   return tf.group(ops)
 
 
-def search_step(config, spec, indices, rng):
+@contextlib.contextmanager
+def _validation_after_update():
+  """While active, search graphs run the validation pass after the update.
+
+  The pass still reads the pre-update snapshot, so the step computes the
+  same values; only the overlap is gone.
+  """
+  original = search._validation_accuracy  # pylint: disable=protected-access
+
+  def serialised(config, masked_spec, batch, after, snapshots):
+    with tf.control_dependencies([after]):
+      return original(config, masked_spec, batch, after, snapshots)
+  search._validation_accuracy = serialised  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    search._validation_accuracy = original  # pylint: disable=protected-access
+
+
+def search_step(config, spec, indices, rng, overlap: bool = True):
   """Session and train op of the real model_fn, pinned to `indices`."""
   graph = tf.Graph()
-  with graph.as_default():
+  with graph.as_default(), (contextlib.nullcontext() if overlap
+                            else _validation_after_update()):
     tf1.set_random_seed(0)
     features, labels = _batch(config, rng)
     model_fn = search.make_model_fn(config, spec)
@@ -138,11 +176,36 @@ def overhead_only(config, spec, rng):
   return session, [train, packed]
 
 
-def parts(config, spec, indices, rng):
-  """Stand-alone training step at maximum width + validation inference."""
-  widest = [architecture.widest_index(d) if d.tag == schema.FILTERS else i
-            for d, i in zip(schema.decisions(spec), indices)]
-  fixed = architecture.with_indices(spec, widest)
+def supernet_update(search_session):
+  """An RMSProp update of zero gradients over the supernet's weight shapes."""
+  shapes = [v.shape for v in search_session.graph.get_collection(
+      tf1.GraphKeys.TRAINABLE_VARIABLES)
+            if not v.name.startswith(search.CONTROLLER_SCOPE + '/')]
+  graph = tf.Graph()
+  with graph.as_default():
+    variables = [tf1.get_variable(f'w{i}', shape, tf.float32,
+                                  tf1.zeros_initializer())
+                 for i, shape in enumerate(shapes)]
+    gradients = [tf1.placeholder_with_default(tf.zeros(shape), shape)
+                 for shape in shapes]
+    update = tf1.train.RMSPropOptimizer(
+        0.01, decay=0.9, momentum=0.9, epsilon=1.0).apply_gradients(
+            zip(gradients, variables))
+    session = tf1.Session(graph=graph)
+    session.run(tf1.global_variables_initializer())
+  return session, update
+
+
+def parts(config, spec, indices, rng, widest: bool):
+  """Stand-alone training step + validation inference of `indices`.
+
+  `widest`: at the largest width of every searched width (what the masked
+  form computes), else at the architecture's own widths.
+  """
+  if widest:
+    indices = [architecture.widest_index(d) if d.tag == schema.FILTERS else i
+               for d, i in zip(schema.decisions(spec), indices)]
+  fixed = architecture.with_indices(spec, indices)
   graph = tf.Graph()
   with graph.as_default():
     features, labels = _batch(config, rng)
@@ -170,24 +233,40 @@ def main():
   parser.add_argument('--batch_size', type=int, default=16)
   parser.add_argument('--steps', type=int, default=10)
   parser.add_argument('--repeats', type=int, default=5)
+  parser.add_argument('--arch_seed', type=int, default=1,
+                      help='seed of the random architecture measured')
   args = parser.parse_args()
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
-  indices = list(architecture.random_indices(spec, np.random.default_rng(1)))
-  config = _config(args, '/tmp/tunas_search_bench_search_step')
-  searching, search_fetch = search_step(config, spec, indices, rng)
-  standalone, train, inference = parts(config, spec, indices, rng)
-  overhead, overhead_fetch = overhead_only(config, spec, rng)
+  indices = list(architecture.random_indices(
+      spec, np.random.default_rng(args.arch_seed)))
+  model_dir = '/tmp/tunas_search_bench_search_step'
+  sampled_config = _config(args, model_dir, 'sampled')
+  masked_config = _config(args, model_dir, 'masked')
+  fetches = {}
+  fetches['search'] = search_step(sampled_config, spec, indices, rng)
+  fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
+  fetches['search_serialised'] = search_step(sampled_config, spec, indices,
+                                             rng, overlap=False)
+  session, train, inference = parts(sampled_config, spec, indices, rng,
+                                    widest=False)
+  fetches['train'], fetches['inference'] = (session, train), (session,
+                                                              inference)
+  session, train, inference = parts(sampled_config, spec, indices, rng,
+                                    widest=True)
+  fetches['train_widest'] = (session, train)
+  fetches['inference_widest'] = (session, inference)
+  fetches['overhead'] = overhead_only(sampled_config, spec, rng)
+  fetches['supernet_update'] = supernet_update(fetches['search'][0])
   # Interleave the measurements so machine noise hits every side alike.
-  measured = {'search': [], 'train': [], 'inference': [], 'overhead': []}
+  measured = {k: [] for k in fetches}
   for _ in range(args.repeats):
-    measured['search'].append(_time(searching, search_fetch, args.steps))
-    measured['train'].append(_time(standalone, train, args.steps))
-    measured['inference'].append(_time(standalone, inference, args.steps))
-    measured['overhead'].append(_time(overhead, overhead_fetch, args.steps))
+    for key, (session, fetch) in fetches.items():
+      measured[key].append(_time(session, fetch, args.steps))
   # The fastest repeat of each side: noise on a shared machine only adds.
   ms = {k: 1000 * float(np.min(v)) for k, v in measured.items()}
+  config = sampled_config
   print(json.dumps({
       'benchmark': 'search_step',
       'search_space': args.search_space,
@@ -195,12 +274,14 @@ def main():
       'train_batch_size': args.batch_size,
       'validation_batch_size': config.validation_batch_size,
       'architecture': architecture.format_indices(indices),
-      'search_step_ms': round(ms['search'], 2),
-      'standalone_train_step_ms': round(ms['train'], 2),
-      'standalone_validation_inference_ms': round(ms['inference'], 2),
-      'overhead_ms': round(ms['overhead'], 2),
-      'search_vs_parts_ratio': round(
+      **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
+      'search_vs_sampled_parts_ratio': round(
           ms['search'] / (ms['train'] + ms['inference']), 3),
+      'search_vs_parts_ratio': round(ms['search_masked'] / (
+          ms['train_widest'] + ms['inference_widest']), 3),
+      'sampled_vs_masked_step_ratio': round(
+          ms['search'] / ms['search_masked'], 3),
+      'overlap_gain': round(ms['search_serialised'] / ms['search'], 3),
       'overhead_share': round(ms['overhead'] / ms['search'], 4),
   }, indent=2))
 

@@ -1,12 +1,22 @@
 """Training-step cost of the supernet against stand-alone nets; prints JSON.
 
-Two ratios (docs/method.md section 4: unselected ops are not computed):
-  * supernet_vs_standalone_ratio: a supernet step with one sampled path over
-    a stand-alone step of the same ops at the widest widths (target <= 1.10);
+Ratios (docs/method.md section 4: unselected ops are not computed):
+  * supernet_vs_standalone_ratio: a supernet step in the masked form
+    (`supernet_widths=masked`) with one sampled path over a stand-alone step
+    of the same ops at the widest widths (target <= 1.10);
+  * sampled_supernet_vs_standalone_ratio: a supernet step computing at the
+    sampled widths (`supernet_widths=sampled`) over a stand-alone step of
+    the architecture at its own widths (target <= 1.10);
   * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices
-    over the same tower with 1 choice, choice 0 selected (target <= 1.05).
-Every network is built in its own graph in this process; measurements are
-interleaved over several rounds and each config keeps its fastest round.
+    over the same tower with 1 choice, choice 0 selected (target <= 1.05),
+    with `op_choices_breakdown`: per choice count, the forward pass, the
+    backward pass (forward + gradients - forward), the weight update (step -
+    forward - backward) and the graph's op count, to show where the growth
+    comes from.
+Every step is the search's optimiser (RMSProp with momentum, which keeps
+moving the weights of unselected ops). Every network is built in its own
+graph in this process; measurements are interleaved over several rounds and
+each config keeps its fastest round.
 
   python bench/step_cost.py --image_size 64 --batch 32 --steps 10
 """
@@ -61,9 +71,10 @@ def widest_filters(spec: Any, indices: Sequence[int]) -> List[int]:
 
 
 class Step:
-  """One network in its own graph and session, with an SGD training step."""
+  """One network in its own graph and session, with an RMSProp step."""
 
-  def __init__(self, spec, indices, supernet: bool, args):
+  def __init__(self, spec, indices, supernet: bool, args,
+               width_form: str = 'masked'):
     self.graph = tf.Graph()
     with self.graph.as_default():
       decisions = schema.decisions(spec)
@@ -80,21 +91,30 @@ class Step:
           args.batch, args.image_size, args.image_size, 3)).astype('f4'))
       labels = tf.constant(rng.integers(NUM_CLASSES, size=args.batch))
       logits = build_network(spec, images, NUM_CLASSES, is_training=True,
-                             batch_norm_mode=bn_mode)
+                             batch_norm_mode=bn_mode, width_form=width_form)
       loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
       updates = tf.compat.v1.get_collection(
           tf.compat.v1.GraphKeys.UPDATE_OPS)
+      # The search's optimiser (docs/method.md section 6).
+      optimizer = tf.compat.v1.train.RMSPropOptimizer(
+          1e-3, decay=0.9, momentum=0.9, epsilon=1.0)
+      grads_and_vars = optimizer.compute_gradients(loss)
       with tf.control_dependencies(updates):
-        self.train_op = tf.compat.v1.train.GradientDescentOptimizer(
-            1e-3).minimize(loss)
+        self.train_op = optimizer.apply_gradients(grads_and_vars)
+      self.fetches = {
+          'forward': loss,
+          'gradients': [g for g, _ in grads_and_vars if g is not None],
+          'step': self.train_op}
+      self.num_ops = len(self.graph.get_operations())
       self.session = tf.compat.v1.Session(graph=self.graph)
       self.session.run(tf.compat.v1.global_variables_initializer())
       self.session.run(self.train_op)  # Warm-up: graph optimisation.
+      self.session.run(self.fetches['gradients'])
 
-  def time_ms(self, steps: int) -> float:
+  def time_ms(self, steps: int, fetch: str = 'step') -> float:
     start = time.perf_counter()
     for _ in range(steps):
-      self.session.run(self.train_op)
+      self.session.run(self.fetches[fetch])
     return (time.perf_counter() - start) / steps * 1000
 
 
@@ -117,22 +137,42 @@ def main(argv=None) -> None:
   indices = architecture.random_indices(spec, np.random.default_rng(args.seed))
   steps = {
       'supernet': Step(spec, indices, True, args),
+      'supernet_sampled': Step(spec, indices, True, args, 'sampled'),
       'standalone_widest': Step(spec, widest_filters(spec, indices), False,
                                 args),
+      'standalone': Step(spec, indices, False, args),
   }
   for n in (1, 3, 7):
     tower = op_tower(n)
     steps[f'op_choices_{n}'] = Step(
         tower, [0] * len(schema.decisions(tower)), True, args)
-  best: Dict[str, float] = {name: float('inf') for name in steps}
+  # (step name, fetch) pairs; the op towers' parts too.
+  timed = [(name, 'step') for name in steps]
+  timed += [(f'op_choices_{n}', part) for n in (1, 7)
+            for part in ('forward', 'gradients')]
+  best: Dict[tuple, float] = {key: float('inf') for key in timed}
   for _ in range(args.rounds):
-    for name, step in steps.items():
-      best[name] = min(best[name], step.time_ms(args.steps))
+    for name, fetch in timed:
+      best[name, fetch] = min(best[name, fetch],
+                              steps[name].time_ms(args.steps, fetch))
+  breakdown = {}
+  for n in (1, 7):
+    name = f'op_choices_{n}'
+    forward, gradients = best[name, 'forward'], best[name, 'gradients']
+    breakdown[str(n)] = {
+        'forward_ms': round(forward, 2),
+        'backward_ms': round(gradients - forward, 2),
+        'update_ms': round(best[name, 'step'] - gradients, 2),
+        'graph_ops': steps[name].num_ops}
+  ms = {name: best[name, 'step'] for name in steps}
   result = {
       'supernet_vs_standalone_ratio':
-          best['supernet'] / best['standalone_widest'],
-      'op_choices_7_vs_1_ratio': best['op_choices_7'] / best['op_choices_1'],
-      **{f'{name}_ms': ms for name, ms in best.items()},
+          ms['supernet'] / ms['standalone_widest'],
+      'sampled_supernet_vs_standalone_ratio':
+          ms['supernet_sampled'] / ms['standalone'],
+      'op_choices_7_vs_1_ratio': ms['op_choices_7'] / ms['op_choices_1'],
+      'op_choices_breakdown': breakdown,
+      **{f'{name}_ms': value for name, value in ms.items()},
       'space': args.space, 'architecture': architecture.format_indices(
           indices), 'image_size': args.image_size, 'batch': args.batch,
       'steps': args.steps, 'rounds': args.rounds,

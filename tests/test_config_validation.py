@@ -113,6 +113,10 @@ def _tpu(replicas, **overrides):
      'constant_validation_accuracy must be in [0, 1], got -0.5'),
     (dict(validation_weights='after'), "unknown validation_weights 'after'; "
      'valid choices: pre_update, post_update'),
+    (dict(supernet_widths='narrow'), "unknown supernet_widths 'narrow'; "
+     'valid choices: auto, sampled, masked'),
+    (_tpu(8, supernet_widths='sampled'), 'supernet_widths=sampled cannot run '
+     'on TPU: XLA needs static shapes; use masked or auto'),
 ])
 def test_each_check_names_its_field_and_value(overrides, message):
   with pytest.raises(ConfigError, match=f'^{re.escape(message)}$'):
@@ -144,6 +148,8 @@ def test_each_check_names_its_field_and_value(overrides, message):
     dict(constant_validation_accuracy=0.0),
     dict(constant_validation_accuracy=1.0),
     dict(validation_weights='post_update'),
+    dict(supernet_widths='masked'), dict(supernet_widths='sampled'),
+    _tpu(8, supernet_widths='masked'),
 ])
 def test_the_edges_of_each_range_are_valid(overrides):
   config = _config(**overrides)
@@ -159,3 +165,13 @@ def test_check_raises_only_on_false():
   config_lib.check(True, 'unused')
   with pytest.raises(ConfigError, match='^the message$'):
     config_lib.check(False, 'the message')
+
+
+@pytest.mark.parametrize('overrides, form', [
+    (dict(), 'sampled'),
+    (_tpu(8), 'masked'),
+    (dict(supernet_widths='masked'), 'masked'),
+    (_tpu(8, supernet_widths='masked'), 'masked'),
+])
+def test_auto_widths_are_masked_only_on_tpu(overrides, form):
+  assert _config(**overrides).width_form == form

@@ -111,3 +111,25 @@ def test_step_tracker_counts_from_a_restored_step():
       sess.run(train)
       sess.run(train)
   assert tracker.last_run_steps == (42, 42)
+
+
+class _RunValues:
+  def __init__(self, step):
+    self.results = step
+
+
+def test_progress_hook_logs_first_step_then_rates_and_eta(monkeypatch):
+  logged = []
+  monkeypatch.setattr(tpu.logging, 'info',
+                      lambda fmt, *args: logged.append(fmt % args))
+  clock = iter([100.0, 102.0, 104.0, 106.0])
+  monkeypatch.setattr(tpu.time, 'time', lambda: next(clock))
+  hook = tpu.ProgressHook(total_steps=10, batch_size=8, every_n_steps=2)
+  for step in range(4):  # The global step read before each update.
+    hook.after_run(None, _RunValues(step))
+  # The first run (graph optimisation) is announced, not timed; rates are
+  # measured from its end: 1 step in 2 s, then 3 steps in 6 s.
+  assert logged == [
+      'search: first step done (step 1)',
+      'search step 2/10 (20.0%): 0.50 steps/s, 4.0 images/s, ETA 0m16s',
+      'search step 4/10 (40.0%): 0.50 steps/s, 4.0 images/s, ETA 0m12s']

@@ -29,12 +29,18 @@ MAX_IMAGE_SIZE = 224
 # changes the graph, the schedules or the meaning of a checkpoint.
 RUNTIME_FIELDS = frozenset({
     'model_dir', 'data_dir', 'tpu', 'tpu_zone', 'gcp_project',
-    'cost_model_file',
+    'cost_model_file', 'supernet_widths',
     'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'log_every_steps'})
 # Which weights score the validation batch (docs/method.md section 5): the
 # first is the released TuNAS's behaviour and the default.
 VALIDATION_WEIGHTS = ('pre_update', 'post_update')
+# How the supernet computes searched widths (docs/method.md section 4,
+# "Computing at the sampled width"): 'auto' is 'masked' on TPU (XLA needs
+# static shapes) and 'sampled' elsewhere. The values are the same either way
+# (to float tolerance) and so are the variables, so the form may change
+# when a run resumes (RUNTIME_FIELDS).
+SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that
 # are computed from the global step, so the graph, every variable and every
@@ -273,6 +279,12 @@ class SearchConfig(TrainingFields):
       'pre_update', 'Weights that score the validation batch: pre_update '
       "(read before the step's update, as the released TuNAS) or "
       'post_update.', choices=VALIDATION_WEIGHTS)
+  supernet_widths: str = option(
+      'auto', 'How the supernet computes searched widths: sampled (slice the '
+      'weights to the sampled width, so a step costs what the sampled '
+      'network costs), masked (the largest width with masked channels, as '
+      'TuNAS; static shapes) or auto (masked on TPU, else sampled).',
+      choices=SUPERNET_WIDTHS)
   multi_worker: bool = option(
       False, 'Run as one worker of a search over several hosts, as the '
       'TF_CONFIG environment variable describes them '
@@ -288,6 +300,13 @@ class SearchConfig(TrainingFields):
   def validation_batch_size(self) -> int:
     """Per-step controller batch: `rl_batch_size_multiplier` x training."""
     return int(round(self.train_batch_size * self.rl_batch_size_multiplier))
+
+  @property
+  def width_form(self) -> str:
+    """The builder's `width_form`: `supernet_widths` with 'auto' resolved."""
+    if self.supernet_widths == 'auto':
+      return 'masked' if self.use_tpu else 'sampled'
+    return self.supernet_widths
 
   @property
   def scaled_rl_learning_rate(self) -> float:
@@ -442,6 +461,12 @@ def _validate(c: SearchConfig) -> None:
   check(c.validation_weights in VALIDATION_WEIGHTS,
         f'unknown validation_weights {c.validation_weights!r}; valid '
         f'choices: {", ".join(VALIDATION_WEIGHTS)}')
+  check(c.supernet_widths in SUPERNET_WIDTHS,
+        f'unknown supernet_widths {c.supernet_widths!r}; valid choices: '
+        f'{", ".join(SUPERNET_WIDTHS)}')
+  check(not (c.use_tpu and c.supernet_widths == 'sampled'),
+        'supernet_widths=sampled cannot run on TPU: XLA needs static shapes; '
+        'use masked or auto')
 
 
 def _validate_schedule(c: SearchConfig) -> None:

@@ -4,6 +4,9 @@
 layer it first creates the variables, named after the layer's spec path, then
 returns an apply function; searched op choices run their apply functions
 inside `tf.cond`, so only the selected path is computed (docs/method.md section 4).
+Searched widths are masked at the largest width or computed at the sampled
+width (`widths.WIDTH_FORMS`); every variable is read through `widths.narrow`,
+which slices it to the sampled width in the sampled form.
 """
 
 import contextlib
@@ -54,9 +57,11 @@ def _in_choice(ctx: BuildContext, entry: tf.Tensor) -> BuildContext:
 
 
 def _conv_kernel(scope: str, kernel_size: int, in_width: Width,
-                 out_width: Width, ctx: BuildContext) -> tf.Variable:
-  """A conv kernel at the largest widths, registered for weight decay."""
-  kernel = ops.conv_kernel(scope, kernel_size, in_width.max, out_width.max)
+                 out_width: Width, ctx: BuildContext) -> tf.Tensor:
+  """A conv kernel (variable at the largest widths), registered for decay."""
+  kernel = widths.narrow(
+      ops.conv_kernel(scope, kernel_size, in_width.max, out_width.max),
+      (None, None, in_width, out_width))
   if ctx.decay is not None:
     ctx.decay.add(f'{scope}/kernel', kernel, ctx.op_scale, in_width.mask,
                   out_width.mask)
@@ -64,12 +69,32 @@ def _conv_kernel(scope: str, kernel_size: int, in_width: Width,
 
 
 def _depthwise_kernel(scope: str, kernel_size: int, channels: Width,
-                      ctx: BuildContext) -> tf.Variable:
+                      ctx: BuildContext) -> tf.Tensor:
   """A depthwise kernel, registered for weight decay (channel axis 2)."""
-  kernel = ops.depthwise_kernel(scope, kernel_size, channels.max)
+  kernel = widths.narrow(ops.depthwise_kernel(scope, kernel_size, channels.max),
+                         (None, None, channels, None))
   if ctx.decay is not None:
     ctx.decay.add(f'{scope}/kernel', kernel, ctx.op_scale, channels.mask)
   return kernel
+
+
+def _batch_norm_vars(scope: str, width: Width,
+                    ctx: BuildContext) -> ops.BatchNormVars:
+  """A BN's variables, read at `width` (see `widths.narrow`)."""
+  bn = ops.batch_norm_vars(scope, width.max, ctx)
+  if width.size is None:
+    return bn
+  if bn.moving_mean is not None:
+    raise ValueError(
+        f'{scope}: stateful batch norm cannot run at a sampled width; use '
+        f'batch_norm_mode="batch" for supernets (docs/method.md section 4)')
+  return ops.BatchNormVars(widths.narrow(bn.gamma, (width,)),
+                           widths.narrow(bn.beta, (width,)))
+
+
+def _bias(scope: str, width: Width) -> tf.Tensor:
+  """A zero-initialised bias, read at `width`."""
+  return widths.narrow(ops.bias(scope, width.max), (width,))
 
 
 def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
@@ -109,7 +134,7 @@ def _depthwise_choice(path: str, channels: Width, strides: int,
   """
   def make(k: int, ctx: BuildContext):
     kernel = _depthwise_kernel(f'{path}/depthwise_k{k}', k, channels, ctx)
-    bn = ops.batch_norm_vars(f'{path}/depthwise_bn_k{k}', channels.max, ctx)
+    bn = _batch_norm_vars(f'{path}/depthwise_bn_k{k}', channels, ctx)
     def fn(x, coef):
       y = ops.depthwise_conv2d(x, kernel, strides)
       return ops.bn_activation(y, bn, ctx, act, channels.mask, coef)
@@ -124,18 +149,18 @@ def _build_conv(layer: specs.Conv, path: str, in_width: Width,
     kernel = _conv_kernel(f'{path}/conv_k{k}', k, in_width, out_width,
                           sub_ctx)
     if layer.use_batch_norm:
-      bn = ops.batch_norm_vars(f'{path}/bn_k{k}', out_width.max, sub_ctx)
+      bn = _batch_norm_vars(f'{path}/bn_k{k}', out_width, sub_ctx)
       return lambda x, coef: ops.batch_norm(
           ops.conv2d(x, kernel, layer.strides), bn, sub_ctx,
           ops.combine(out_width.mask, coef))
-    b = ops.bias(f'{path}/conv_k{k}', out_width.max)
+    b = _bias(f'{path}/conv_k{k}', out_width)
     return lambda x, coef: ops.scaled(
         ops.conv2d(x, kernel, layer.strides) + tf.cast(b, x.dtype),
         ops.combine(out_width.mask, coef))
 
   conv = _choose(layer.kernel_size, f'{path}/kernel_size', make, ctx,
                  lambda x: ops.zeros_like_output(x, layer.strides,
-                                                 out_width.max))
+                                                 out_width.channels))
   return Built(lambda x, scale=None, base=None: _finish(conv(x), scale, base),
                out_width, layer.strides)
 
@@ -146,9 +171,9 @@ def _build_separable(layer: specs.SeparableConv, path: str, in_width: Width,
   depthwise = _choose(
       layer.kernel_size, f'{path}/kernel_size',
       _depthwise_choice(path, in_width, layer.strides, layer.activation), ctx,
-      lambda x: ops.zeros_like_output(x, layer.strides, in_width.max))
+      lambda x: ops.zeros_like_output(x, layer.strides, in_width.channels))
   project = _conv_kernel(f'{path}/project', 1, in_width, out_width, ctx)
-  project_bn = ops.batch_norm_vars(f'{path}/project_bn', out_width.max, ctx)
+  project_bn = _batch_norm_vars(f'{path}/project_bn', out_width, ctx)
 
   def apply(x, scale=None, base=None):
     y = ops.conv2d(depthwise(x), project)
@@ -167,9 +192,9 @@ def _squeeze_excite_choice(path: str, expanded: Width,
     if not enabled:
       return ops.scaled
     reduce_k = _conv_kernel(f'{path}/se/reduce', 1, expanded, hidden, ctx)
-    reduce_b = ops.bias(f'{path}/se/reduce', hidden.max)
+    reduce_b = _bias(f'{path}/se/reduce', hidden)
     expand_k = _conv_kernel(f'{path}/se/expand', 1, hidden, expanded, ctx)
-    expand_b = ops.bias(f'{path}/se/expand', expanded.max)
+    expand_b = _bias(f'{path}/se/expand', expanded)
 
     def fn(x, coef):
       pooled = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
@@ -190,18 +215,19 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
   """Inverted bottleneck; expand/project and their BNs shared by kernels."""
   expanded = widths.expanded_width(in_width, layer.expansion_filters,
                                    ctx.filters_base,
-                                   f'{path}/expansion_filters')
+                                   f'{path}/expansion_filters',
+                                   ctx.sampled_widths)
   expand = _conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
-  expand_bn = ops.batch_norm_vars(f'{path}/expand_bn', expanded.max, ctx)
+  expand_bn = _batch_norm_vars(f'{path}/expand_bn', expanded, ctx)
   depthwise = _choose(
       layer.kernel_size, f'{path}/kernel_size',
       _depthwise_choice(path, expanded, layer.strides, layer.activation), ctx,
-      lambda x: ops.zeros_like_output(x, layer.strides, expanded.max))
+      lambda x: ops.zeros_like_output(x, layer.strides, expanded.channels))
   squeeze_excite = _choose(
       layer.use_squeeze_and_excite, f'{path}/use_squeeze_and_excite',
       _squeeze_excite_choice(path, expanded, layer), ctx, tf.zeros_like)
   project = _conv_kernel(f'{path}/project', 1, expanded, out_width, ctx)
-  project_bn = ops.batch_norm_vars(f'{path}/project_bn', out_width.max, ctx)
+  project_bn = _batch_norm_vars(f'{path}/project_bn', out_width, ctx)
 
   def apply(x, scale=None, base=None):
     h = ops.bn_activation(ops.conv2d(x, expand), expand_bn, ctx,
@@ -285,7 +311,7 @@ def _build_oneof(oneof: OneOf, path: str, in_width: Width, out_width: Width,
     else:
       branches_s = branches
     return ops.switch(x, branches_s, base, lambda: ops.zeros_like_output(
-        x, first.strides, first.width.max))
+        x, first.strides, first.width.channels))
   return Built(apply, first.width, first.strides)
 
 
@@ -335,9 +361,10 @@ def _classifier(features: tf.Tensor, width: Width, num_classes: int,
   pooled = tf.cast(tf.reduce_mean(features, axis=[1, 2]), tf.float32)
   if ctx.is_training and dropout_rate > 0:
     pooled = tf.nn.dropout(pooled, rate=dropout_rate)
-  kernel = ops.get_var(
+  kernel = widths.narrow(ops.get_var(
       'classifier', 'kernel', [width.max, num_classes],
-      tf.compat.v1.random_normal_initializer(stddev=CLASSIFIER_STDDEV))
+      tf.compat.v1.random_normal_initializer(stddev=CLASSIFIER_STDDEV)),
+                         (width, None))
   b = ops.bias('classifier', num_classes)
   return tf.matmul(pooled, kernel) + b
 
@@ -367,7 +394,8 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                   dropout_rate: float = 0.0,
                   path_dropout_rate: float = 0.0,
                   decay: Optional[MaskedWeightDecay] = None,
-                  for_xla: Optional[bool] = None) -> tf.Tensor:
+                  for_xla: Optional[bool] = None,
+                  width_form: str = widths.MASKED) -> tf.Tensor:
   """Builds the network of a masked spec on `images`.
 
   Numpy one-hot masks give a stand-alone network (only the selected ops, exact
@@ -393,6 +421,11 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
       default v1 conds build about 3x faster and suit CPU and GPU graphs
       (docs/xla.md). None: True only inside `building_for_xla()`. The
       computed values are the same either way.
+    width_form: how a supernet computes searched widths: 'masked' (the
+      largest width, masked; TuNAS's form) or 'sampled' (variables sliced to
+      the sampled width, so a step costs what the sampled network costs;
+      docs/method.md section 4). Same values either way, to float
+      tolerance. XLA needs static shapes: a build for XLA is always masked.
 
   Returns:
     float32 logits [N, num_classes].
@@ -408,15 +441,21 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     raise ValueError(f'dtype must be float32 or bfloat16, got {dtype}')
   if not 0 <= dropout_rate < 1 or not 0 <= path_dropout_rate < 1:
     raise ValueError('dropout rates must be in [0, 1)')
+  if width_form not in widths.WIDTH_FORMS:
+    raise ValueError(f'unknown width_form {width_form!r}; valid: '
+                     f'{widths.WIDTH_FORMS}')
   if for_xla is None:
     for_xla = _FOR_XLA[0]
   ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
-                     model_spec.filters_base, decay=decay)
+                     model_spec.filters_base, decay=decay,
+                     sampled_widths=(width_form == widths.SAMPLED
+                                     and not for_xla))
   x = tf.cast(images, dtype)
   width = widths.fixed(images.shape[-1])
   with ops.v2_control_flow() if for_xla else ops.v1_control_flow():
     for b, block in enumerate(model_spec.blocks):
-      block_width = widths.block_width(block.filters, f'blocks/{b}/filters')
+      block_width = widths.block_width(block.filters, f'blocks/{b}/filters',
+                                       ctx.sampled_widths)
       for i, layer in enumerate(block.layers):
         built = build_layer(layer, f'blocks/{b}/layers/{i}', width,
                             block_width, ctx)

@@ -43,6 +43,8 @@ class BuildContext:
       searched choice enclosing the layer being built (None outside any);
       it scales the layer's weight decay (docs/method.md, "Weight decay").
     decay: collects the masked weight-decay terms of this build, or None.
+    sampled_widths: compute searched widths at their sampled size instead of
+      masking the largest (`widths.WIDTH_FORMS`).
   """
   is_training: bool
   batch_norm_mode: str
@@ -52,6 +54,7 @@ class BuildContext:
   in_cond: bool = False
   op_scale: Optional[tf.Tensor] = None
   decay: Optional['weights.MaskedWeightDecay'] = None
+  sampled_widths: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,8 +261,11 @@ def scaled(x: tf.Tensor, factor: Optional[tf.Tensor]) -> tf.Tensor:
   return x if factor is None else x * tf.cast(factor, x.dtype)
 
 
-def zeros_like_output(x: tf.Tensor, strides: int, channels: int) -> tf.Tensor:
-  """Zeros shaped like a SAME layer's output: [N, ceil(H/s), ceil(W/s), C]."""
+def zeros_like_output(x: tf.Tensor, strides: int, channels) -> tf.Tensor:
+  """Zeros shaped like a SAME layer's output: [N, ceil(H/s), ceil(W/s), C].
+
+  `channels` is an int, or an int32 scalar for a sampled width.
+  """
   height, width = (-(-int(d) // strides) for d in x.shape[1:3])
   return tf.zeros([tf.shape(x)[0], height, width, channels], x.dtype)
 

@@ -2,9 +2,17 @@
 
 A `Width` lists `(coefficient, width)` options. In a stand-alone network there
 is one option with coefficient 1.0. In a supernet a searched width has one
-option per choice, weighted by its mask entry, and the channel mask is
-`sum_k coefficient_k * (arange(max) < width_k)` (docs/method.md section 4: a searched
-width is a prefix mask over the largest one).
+option per choice, weighted by its mask entry, and takes one of two forms
+(docs/method.md section 4, "Computing at the sampled width"):
+
+* masked: tensors and variables keep the largest width and the channel mask
+  `sum_k coefficient_k * (arange(max) < width_k)` zeroes the channels beyond
+  the sampled one (TuNAS's form; static shapes, as XLA needs);
+* sampled: the variables are sliced to their sampled prefix at run time
+  (`narrow`), so tensors have the sampled channel count and a step costs
+  what the sampled network costs. Exact for one-hot coefficients, which is
+  what a width decision always has (filter warm-up picks the widest choice
+  with a one-hot mask too).
 """
 
 import dataclasses
@@ -13,8 +21,14 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tunas_search import schema
 from tunas_search import specs
 from tunas_search.schema import OneOf
+
+# How a supernet computes a searched width (see the module docstring).
+MASKED = 'masked'
+SAMPLED = 'sampled'
+WIDTH_FORMS = (MASKED, SAMPLED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,16 +38,24 @@ class Width:
   Attributes:
     options: `(coefficient, width)` pairs with distinct widths; a coefficient
       is the Python float 1.0 (fixed) or a float32 scalar tensor (searched).
-    mask: float32 tensor [max] of per-channel weights, or None when every
-      option is the largest width (all channels always on).
+    mask: masked form: float32 tensor [max] of per-channel weights; None
+      when every option is the largest width or in the sampled form.
+    size: sampled form: int32 scalar, the sampled channel count; None
+      otherwise.
   """
   options: Tuple[Tuple[Any, int], ...]
   mask: Optional[tf.Tensor] = None
+  size: Optional[tf.Tensor] = None
 
   @property
   def max(self) -> int:
-    """Channel count of tensors and variables of this width."""
+    """Channel count of this width's variables (and masked tensors)."""
     return max(w for _, w in self.options)
+
+  @property
+  def channels(self) -> Any:
+    """Channel count of tensors of this width: `size`, else `max`."""
+    return self.max if self.size is None else self.size
 
 
 def fixed(width: int) -> Width:
@@ -41,20 +63,31 @@ def fixed(width: int) -> Width:
   return Width(((1.0, int(width)),))
 
 
-def from_options(options: Sequence[Tuple[Any, int]]) -> Width:
-  """Builds a `Width`, merging equal widths and making the channel mask.
+def from_options(options: Sequence[Tuple[Any, int]],
+                 sampled: bool = False) -> Width:
+  """Builds a `Width`, merging equal widths.
 
   Args:
     options: `(coefficient, width)` pairs (widths may repeat).
+    sampled: make the sampled form (`size`) instead of the channel mask;
+      the coefficients must then be one-hot.
 
   Returns:
-    The width; its mask is a float32 [max] tensor unless all widths are equal.
+    The width; unless all widths are equal, its mask is a float32 [max]
+    tensor (masked form) or its size an int32 scalar (sampled form).
   """
   merged: Dict[int, Any] = {}
   for coef, width in options:
     merged[width] = coef if width not in merged else merged[width] + coef
   if len(merged) == 1:
     return fixed(next(iter(merged)))
+  if sampled:
+    coefs = tf.stack([tf.cast(c, tf.float32) for c in merged.values()])
+    # Widths are small integers, exact in float32; one-hot coefficients
+    # pick exactly one of them.
+    size = tf.tensordot(coefs, tf.constant(list(merged), tf.float32), axes=1)
+    return Width(tuple((c, w) for w, c in merged.items()),
+                 size=tf.cast(tf.round(size), tf.int32))
   widest = max(merged)
   prefixes = np.stack([(np.arange(widest) < w).astype(np.float32)
                        for w in merged])
@@ -64,8 +97,30 @@ def from_options(options: Sequence[Tuple[Any, int]]) -> Width:
 
 
 def map_widths(width: Width, fn: Callable[[int], int]) -> Width:
-  """The width `fn(w)` for every option `w` (same coefficients)."""
-  return from_options([(c, fn(w)) for c, w in width.options])
+  """The width `fn(w)` for every option `w` (same coefficients and form)."""
+  return from_options([(c, fn(w)) for c, w in width.options],
+                      sampled=width.size is not None)
+
+
+def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
+  """`value` cut to the sampled size of each axis given a sampled width.
+
+  Args:
+    value: a variable (or a snapshot read of one) at the largest widths.
+    axes: one entry per axis of `value`: a `Width`, or None for an axis that
+      is not a channel width (kernel height, classes).
+
+  Returns:
+    `value` itself when no axis has a sampled size, else the prefix slice;
+    the gradient of the slice reaches the variable zero-padded, as the
+    masked form's gradient is zero beyond the sampled width.
+  """
+  sizes = [None if w is None else w.size for w in axes]
+  if all(s is None for s in sizes):
+    return value
+  return tf.slice(value, [0] * len(sizes),
+                  tf.stack([tf.constant(-1) if s is None else s
+                            for s in sizes]))
 
 
 def selected_index(oneof: OneOf, path: str) -> Optional[int]:
@@ -104,28 +159,45 @@ def selected_index(oneof: OneOf, path: str) -> Optional[int]:
 
 def mask_entries(oneof: OneOf) -> list:
   """The float32 scalar mask entries of a searched decision."""
-  mask = tf.cast(oneof.mask, tf.float32)
-  return [mask[i] for i in range(len(oneof.choices))]
+  # One Unpack op instead of a strided slice (and three constants) per entry.
+  return tf.unstack(tf.cast(oneof.mask, tf.float32), len(oneof.choices))
 
 
-def weighted_choices(value: Any, path: str) -> list:
-  """`(coefficient, choice)` pairs of a plain value or a decision."""
+def weighted_choices(value: Any, path: str, sampled: bool = False) -> list:
+  """`(coefficient, choice)` pairs of a plain value or a decision.
+
+  Args:
+    value: a plain value or a OneOf of values.
+    path: its spec path, for error messages.
+    sampled: the value is a width computed in the sampled form, which needs
+      one-hot masks: a searched decision must be tagged `filters`.
+
+  Raises:
+    ValueError: for a sampled width decision tagged otherwise (op warm-up
+      would give it a fractional mask).
+  """
   if not isinstance(value, OneOf):
     return [(1.0, value)]
   index = selected_index(value, path)
   if index is not None:
     return [(1.0, value.choices[index])]
+  if sampled and value.tag != schema.FILTERS:
+    raise ValueError(
+        f'{path}: a width decision tagged {value.tag!r} cannot be computed at '
+        f'its sampled width (op warm-up averages op masks); tag it '
+        f'{schema.FILTERS!r} or use the {MASKED!r} width form')
   return list(zip(mask_entries(value), value.choices))
 
 
-def block_width(filters: Any, path: str) -> Width:
+def block_width(filters: Any, path: str, sampled: bool = False) -> Width:
   """The width of a block's `filters` (an int or a OneOf of ints)."""
   return from_options([(c, int(f))
-                       for c, f in weighted_choices(filters, path)])
+                       for c, f in weighted_choices(filters, path, sampled)],
+                      sampled)
 
 
 def expanded_width(input_width: Width, expansion: Any, base: int,
-                   path: str) -> Width:
+                   path: str, sampled: bool = False) -> Width:
   """A bottleneck's expanded width, relative to its input width.
 
   docs/method.md section 1: for input choice i and multiplier j the expanded width is
@@ -136,15 +208,16 @@ def expanded_width(input_width: Width, expansion: Any, base: int,
     expansion: a `FilterMultiplier` or a OneOf of them.
     base: rounding base of widths (`ConvTower.filters_base`).
     path: spec path of `expansion`.
+    sampled: build the sampled form (see `from_options`).
 
   Returns:
     The expanded width.
   """
   options = []
   for c_in, w_in in input_width.options:
-    for c_exp, mult in weighted_choices(expansion, path):
+    for c_exp, mult in weighted_choices(expansion, path, sampled):
       if not isinstance(mult, specs.FilterMultiplier):
         raise ValueError(f'{path}: expected FilterMultiplier, got {mult!r}')
       coef = c_exp if isinstance(c_in, float) else c_in * c_exp
       options.append((coef, specs.scale_filters(w_in, mult.scale, base)))
-  return from_options(options)
+  return from_options(options, sampled)

@@ -1,0 +1,197 @@
+"""The sampled-width form computes what the masked form computes, smaller.
+
+Both forms are built in one graph on the same variables and the same
+placeholder masks, so every comparison is between the two forms on the same
+weights, images and architecture (issue: "a step that costs what the sampled
+network costs").
+"""
+
+import dataclasses
+from typing import Dict, List
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import search_spaces
+from tunas_search import architecture
+from tunas_search import schema
+from tunas_search import specs
+from tunas_search.schema import OneOf
+from tunas_search.supernet import MaskedWeightDecay
+from tunas_search.supernet import build_network
+from tunas_search.supernet import building_for_xla
+
+IMAGE_SIZE = 32
+BATCH = 4
+NUM_CLASSES = 10
+FORMS = ('masked', 'sampled')
+_FAST_START = tf.compat.v1.ConfigProto()
+_FAST_START.graph_options.rewrite_options.disable_meta_optimizer = True
+
+
+@dataclasses.dataclass
+class TwoForms:
+  session: tf.compat.v1.Session
+  decisions: List[schema.Decision]
+  masks: List[tf.Tensor]
+  fetches: Dict[str, Dict[str, tf.Tensor]]  # form -> name -> tensor
+
+  def run(self, masks: List[np.ndarray]):
+    return self.session.run(self.fetches, dict(zip(self.masks, masks)))
+
+
+def _build(spec) -> TwoForms:
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(0)
+    decisions = schema.decisions(spec)
+    masks = [tf.compat.v1.placeholder(tf.float32, [d.num_choices])
+             for d in decisions]
+    masked_spec = schema.with_masks(spec, masks)
+    rng = np.random.default_rng(0)
+    images = tf.constant(rng.normal(
+        size=(BATCH, IMAGE_SIZE, IMAGE_SIZE, 3)).astype(np.float32))
+    # A random projection: sum(logits) has zero gradient through batch BN.
+    projection = rng.normal(size=(NUM_CLASSES,)).astype(np.float32)
+    fetches = {}
+    for form in FORMS:
+      decay = MaskedWeightDecay()
+      logits = build_network(masked_spec, images, NUM_CLASSES,
+                             is_training=True, batch_norm_mode='batch',
+                             decay=decay, width_form=form)
+      loss = tf.reduce_sum(logits * projection) + decay.loss(4e-5)
+      variables = tf.compat.v1.trainable_variables()
+      grads = tf.gradients(loss, variables)
+      fetches[form] = {'logits': logits, 'decay': decay.loss(4e-5),
+                       'loss': loss,
+                       **{v.op.name: g for v, g in zip(variables, grads)
+                          if g is not None}}
+    session = tf.compat.v1.Session(graph=graph, config=_FAST_START)
+    session.run(tf.compat.v1.global_variables_initializer())
+    # Non-trivial BN parameters, so wrongly cut channels would show.
+    assigns = []
+    for v in tf.compat.v1.trainable_variables():
+      if v.op.name.endswith(('/gamma', '/beta')):
+        assigns.append(v.assign(rng.uniform(0.5, 1.5, v.shape).astype('f4')))
+    session.run(assigns)
+  return TwoForms(session, decisions, masks, fetches)
+
+
+@pytest.fixture(scope='module')
+def nets():
+  cache = {}
+
+  def get(name):
+    if name not in cache:
+      cache[name] = _build(search_spaces.get(name).spec())
+    return cache[name]
+  yield get
+  for net in cache.values():
+    net.session.close()
+
+
+def _assert_same(out, context):
+  masked, sampled = out['masked'], out['sampled']
+  assert set(masked) == set(sampled), context
+  np.testing.assert_allclose(sampled['logits'], masked['logits'], rtol=1e-4,
+                             atol=1e-4, err_msg=context)
+  np.testing.assert_allclose(sampled['loss'], masked['loss'], rtol=1e-5,
+                             err_msg=context)
+  np.testing.assert_allclose(sampled['decay'], masked['decay'], rtol=1e-5,
+                             err_msg=context)
+  # Gradients to float tolerance of the largest one: gradients that are 0
+  # in exact arithmetic (beta of a BN feeding a BN) come out as rounding
+  # noise of either sign in both forms.
+  scale = max(np.abs(g).max() for k, g in masked.items()
+              if k not in ('logits', 'decay', 'loss'))
+  for name in masked:
+    np.testing.assert_allclose(sampled[name], masked[name], rtol=1e-3,
+                               atol=1e-5 * scale, err_msg=f'{context} {name}')
+
+
+@pytest.mark.parametrize('name', ['proxylessnas_search',
+                                  'mobilenet_v3_like_search'])
+def test_same_loss_and_gradients_as_masked(nets, name):
+  net = nets(name)
+  spec = search_spaces.get(name).spec()
+  rng = np.random.default_rng(5)
+  for trial in range(3):
+    indices = architecture.random_indices(spec, rng)
+    masks = [np.eye(d.num_choices, dtype=np.float32)[i]
+             for d, i in zip(net.decisions, indices)]
+    out = net.run(masks)
+    assert np.abs(out['sampled']['logits']).max() > 1e-3
+    _assert_same(out, f'{name} trial {trial}: '
+                 f'{architecture.format_indices(indices)}')
+
+
+def test_same_under_op_warm_up(nets):
+  """Op warm-up (every op on, averaged) with the widest filters."""
+  net = nets('mobilenet_v3_like_search')
+  masks = [np.full(d.num_choices, 1 / d.num_choices, np.float32)
+           if d.tag == schema.OP else
+           np.eye(d.num_choices, dtype=np.float32)[
+               architecture.widest_index(d)] for d in net.decisions]
+  _assert_same(net.run(masks), 'op warm-up')
+
+
+def _conv_input_channels(form: str, filters_index: int) -> List[int]:
+  """Input channels of each Conv2D the given form runs, for one width."""
+  spec = specs.ConvTower((
+      specs.Block((specs.Conv(3, strides=2),), 8),
+      specs.Block((specs.Conv(3),), OneOf([8, 16, 24], schema.FILTERS)),
+      specs.Block((specs.Conv(1),), 8)))
+  graph = tf.Graph()
+  with graph.as_default():
+    mask = np.eye(3, dtype=np.float32)[filters_index]
+    images = tf.zeros([1, 8, 8, 3])
+    logits = build_network(schema.with_masks(spec, [tf.constant(mask)]),
+                           images, 2, is_training=True,
+                           batch_norm_mode='batch', width_form=form)
+    convs = [op for op in graph.get_operations() if op.type == 'Conv2D']
+    with tf.compat.v1.Session(graph=graph, config=_FAST_START) as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      shapes = session.run([tf.shape(op.inputs[1]) for op in convs]
+                           + [logits])[:-1]
+  return sorted(int(s[2]) for s in shapes)
+
+
+@pytest.mark.parametrize('index,width', [(0, 8), (1, 16), (2, 24)])
+def test_sampled_form_runs_the_sampled_width(index, width):
+  # The last conv reads the searched block's output: its kernel's input
+  # channels are the sampled width, not the largest (24).
+  assert _conv_input_channels('sampled', index) == [3, 8, width]
+  assert _conv_input_channels('masked', index) == [3, 8, 24]
+
+
+def test_width_decision_tagged_op_is_refused():
+  spec = specs.ConvTower((
+      specs.Block((specs.Conv(3),), OneOf([8, 16], schema.OP)),))
+  with tf.Graph().as_default():
+    masked = schema.with_masks(spec, [tf.constant([1.0, 0.0])])
+    with pytest.raises(ValueError, match=r"blocks/0/filters: .*tagged 'op'"):
+      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
+                    batch_norm_mode='batch', width_form='sampled')
+    # The masked form takes it (op warm-up's fractional mask is a mixture).
+    build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
+                  batch_norm_mode='batch', width_form='masked')
+
+
+def test_unknown_width_form_is_refused():
+  with tf.Graph().as_default(), pytest.raises(ValueError, match='width_form'):
+    build_network(search_spaces.get('proxylessnas_mobile').spec(),
+                  tf.zeros([1, 32, 32, 3]), 2, is_training=True,
+                  batch_norm_mode='batch', width_form='narrow')
+
+
+def test_xla_build_is_masked():
+  """XLA needs static shapes: a build for XLA ignores width_form=sampled."""
+  spec = specs.ConvTower((
+      specs.Block((specs.Conv(3),), OneOf([8, 16], schema.FILTERS)),))
+  with tf.Graph().as_default() as graph:
+    masked = schema.with_masks(spec, [tf.constant([1.0, 0.0])])
+    with building_for_xla():
+      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
+                    batch_norm_mode='batch', width_form='sampled')
+    assert not [op for op in graph.get_operations() if op.type == 'Slice']
