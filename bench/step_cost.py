@@ -10,7 +10,8 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
   * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices
     over the same tower with 1 choice, choice 0 selected (target <= 1.05),
     with `op_choices_breakdown`: per choice count, the forward pass, the
-    backward pass (forward + gradients - forward), the weight update (step -
+    backward pass (forward + gradients - forward; the gradients are summed
+    to one scalar so that none is pruned), the weight update (step -
     forward - backward) and the graph's op count, to show where the growth
     comes from.
 Every step is the search's optimiser (RMSProp with momentum, which keeps
@@ -103,7 +104,10 @@ class Step:
         self.train_op = optimizer.apply_gradients(grads_and_vars)
       self.fetches = {
           'forward': loss,
-          'gradients': [g for g, _ in grads_and_vars if g is not None],
+          # One scalar that needs every gradient: fetching the gradients
+          # would time their copy out, and Grappler prunes a bare group.
+          'gradients': tf.add_n([tf.reduce_sum(g) for g, _ in grads_and_vars
+                                 if g is not None]),
           'step': self.train_op}
       self.num_ops = len(self.graph.get_operations())
       self.session = tf.compat.v1.Session(graph=self.graph)
