@@ -268,3 +268,11 @@ def test_damaged_config_json_is_one_line_and_left_alone(tmp_path, text,
   assert message.endswith('restore it or use another --model_dir')
   assert path.read_text() == text
   assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_width_form_may_change_on_resume(tmp_path):
+  # Same variables and values in both forms (docs/method.md section 4).
+  c = _config(tmp_path)
+  masked = dataclasses.replace(c, supernet_widths='masked')
+  assert masked.incompatibilities(c) == {}
+  assert masked.resumable_changes(c) == {}

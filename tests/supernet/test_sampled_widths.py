@@ -195,3 +195,23 @@ def test_xla_build_is_masked():
       build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
                     batch_norm_mode='batch', width_form='sampled')
     assert not [op for op in graph.get_operations() if op.type == 'Slice']
+
+
+def test_stateful_batch_norm_at_a_sampled_width_is_refused():
+  # Moving averages of a sliced BN could not be updated in place.
+  spec = specs.ConvTower((
+      specs.Block((specs.Conv(3),), OneOf([8, 16], schema.FILTERS)),))
+  with tf.Graph().as_default():
+    masked = schema.with_masks(spec, [tf.constant([1.0, 0.0])])
+    with pytest.raises(ValueError, match='blocks/0/layers/0/bn_k3: stateful '
+                       'batch norm cannot run at a sampled width'):
+      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=False,
+                    batch_norm_mode='stateful', width_form='sampled')
+
+
+def test_config_choices_are_the_builder_forms():
+  # config.py names the forms without importing TensorFlow; they must not
+  # drift from the builder's.
+  from tunas_search import config  # pylint: disable=g-import-not-at-top
+  from tunas_search.supernet import widths  # pylint: disable=g-import-not-at-top
+  assert set(config.SUPERNET_WIDTHS) == {'auto', *widths.WIDTH_FORMS}
