@@ -117,8 +117,9 @@ def _all_finite(loss: tf.Tensor, grads_and_vars) -> tf.Tensor:
   convolution as zeros, giving a finite loss but NaN gradients. One scalar
   is checked, the global norm of the gradients (NaN or inf if any entry
   is): one reduction per gradient instead of an elementwise test and a
-  reduction (2-7% faster CPU steps, docs/xla.md). A gradient norm beyond float32's
-  range (~1.8e19) counts as non-finite too; such a step has diverged anyway.
+  reduction (2-7% faster CPU steps, docs/xla.md). A gradient norm beyond
+  float32's range (~1.8e19) counts as non-finite too; such a step has
+  diverged anyway.
   """
   grads = [g.values if isinstance(g, tf.IndexedSlices) else g
            for g, _ in grads_and_vars if g is not None]
