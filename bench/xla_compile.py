@@ -2,11 +2,12 @@
 """XLA compile time and peak memory of the search step; prints one JSON object.
 
   .venv/bin/python bench/xla_compile.py [--search_spaces=proxylessnas_search]
-      [--image_size=32] [--conds=v2] [--max_blocks=3]
+      [--image_size=32] [--conds=v2] [--max_blocks=3] [--plain_llvm]
 
 Each search space runs in its own subprocess, which builds the real search
 model_fn inside `xla.compile` (the way TPU compilation wraps it) and runs the
-compiled step twice. Per space:
+compiled step twice, with tunas_search.xla_flags' CPU compile options unless
+--plain_llvm (XLA_FLAGS, as used, is in the output). Per space:
   build_s: graph building, from the model_fn call to the initialiser;
   compile_s: the first run (XLA compilation plus one step) minus a step;
   step_s: the second run (one compiled step);
@@ -132,6 +133,9 @@ def main():
                       'Switch/Merge conds')
   parser.add_argument('--max_blocks', type=int, default=0,
                       help='keep only the first N blocks (and the head)')
+  parser.add_argument('--plain_llvm', action='store_true',
+                      help='compile without tunas_search.xla_flags\' CPU '
+                      'options (LLVM inlines every conditional branch)')
   parser.add_argument('--timeout_s', type=int, default=1800)
   parser.add_argument('--child', action='store_true', help=argparse.SUPPRESS)
   args = parser.parse_args()
@@ -139,6 +143,9 @@ def main():
     print(json.dumps(_child(args)))
     return
   import search_spaces  # pylint: disable=g-import-not-at-top
+  from tunas_search import xla_flags  # pylint: disable=g-import-not-at-top
+  if not args.plain_llvm:  # The children inherit it.
+    xla_flags.use_cpu_compile_options()
   names = (args.search_spaces.split(',') if args.search_spaces
            else search_spaces.search_space_names())
   print(json.dumps({
@@ -147,6 +154,7 @@ def main():
       'train_batch_size': args.batch_size,
       'conds': args.conds,
       'max_blocks': args.max_blocks,
+      'xla_flags': os.environ.get('XLA_FLAGS', ''),
       'search_spaces': {name: _measure(args, name) for name in names},
   }, indent=2))
 

@@ -9,3 +9,8 @@ os.environ.setdefault('TFDS_DISABLE_GCS', '1')
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if _ROOT not in sys.path:
   sys.path.insert(0, _ROOT)
+
+# XLA compiles of the search step on CPU (tests/e2e/test_xla.py) take
+# minutes less with these; XLA reads them once, before its first compile.
+from tunas_search import xla_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+xla_flags.use_cpu_compile_options()

@@ -312,3 +312,15 @@ def test_counter_uniform_is_its_integer_definition(seed):
       got = session.run(values)
   np.testing.assert_array_equal(got, _reference_uniform(seed, 500))
   assert 0.0 < got.min() and got.max() < 1.0
+
+
+def test_centred_unit_rounds_every_24_bit_value_once():
+  # All 2^24 inputs: the two-part sum must round like the exact value does.
+  top = np.arange(1 << 24, dtype=np.int64)
+  with tf.Graph().as_default():
+    values = controller._centred_unit(  # pylint: disable=protected-access
+        tf.range(1 << 24, dtype=tf.int64))
+    with tf.compat.v1.Session() as session:
+      got = session.run(values)
+  np.testing.assert_array_equal(got, ((top + 0.5) / 2**24).astype(np.float32))
+  assert got.dtype == np.float32

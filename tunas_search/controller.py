@@ -245,10 +245,25 @@ def counter_uniform(seed: tf.Tensor, n: int) -> tf.Tensor:
   h = tf.range(n, dtype=tf.int64)
   for i in range(int(seed.shape[0])):
     h = _mix32(tf.bitwise.bitwise_xor(_mix32(h), seed[i]))
-  # The top 24 bits, centred in their interval: exact in float32, never 0
-  # or 1, so both logs of the Gumbel noise stay finite.
-  top = tf.cast(tf.bitwise.right_shift(_mix32(h), 8), tf.float32)
-  return (top + 0.5) * (1.0 / (1 << 24))
+  return _centred_unit(tf.bitwise.right_shift(_mix32(h), 8))
+
+
+def _centred_unit(top: tf.Tensor) -> tf.Tensor:
+  """float32 `(top + 0.5) / 2^24` for int64 `top` in [0, 2^24).
+
+  Never 0 or 1, so both logs of the Gumbel noise stay finite. Computed as
+  the sum of two exact parts (the top 12 bits, and the low 12 bits + 0.5),
+  which rounds once, as `(float32(top) + 0.5) * 2^-24` does: the same
+  numbers (tests/test_controller.py checks all 2^24). The reduction is for
+  XLA, whose fusion copies a chain of cheap ops into every consumer but
+  never a reduction's input: without it each decision's fusion carried the
+  whole integer hash (docs/xla.md, "Where the time goes").
+  """
+  parts = tf.stack([tf.bitwise.right_shift(top, 12),
+                    tf.bitwise.bitwise_and(top, 0xFFF)], axis=-1)
+  scaled = ((tf.cast(parts, tf.float32) + [0.0, 0.5])
+            * [1.0 / (1 << 12), 1.0 / (1 << 24)])
+  return tf.reduce_sum(scaled, axis=-1)
 
 
 def _fixed_draw() -> _Draw:
