@@ -181,6 +181,20 @@ def _after(grads_and_vars, deps: List[tf.Tensor]):
             for g, v in grads_and_vars]
 
 
+def _computed_once(x: tf.Tensor) -> tf.Tensor:
+  """The float32 scalar `x`, as XLA computes it once per step.
+
+  XLA's fusion copies a chain of cheap ops into every consumer but never a
+  reduction's input, and the learning-rate schedule (~17 ops) was copied
+  into each variable's update fusion (~660 for a full space; docs/xla.md,
+  "Where the time goes"). `x / 2 + x / 2` is exactly `x` for 0 and every
+  `x >= 2^-125` (a cosine schedule's smallest positive rate is ~1e-8 of its
+  base), and XLA does not simplify a 2 x 2 reduction away.
+  """
+  half = x * 0.5
+  return tf.reduce_sum(tf.stack([[half, half], [0.0, 0.0]]), axis=1)[0]
+
+
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
                         step: tf.Tensor,
                         snapshots: Optional[Dict[str, tf.Tensor]]
@@ -198,6 +212,7 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
   learning_rate = schedules.cosine_with_warmup(
       step, config.scaled_model_learning_rate, config.total_steps,
       config.fraction_steps(config.model_warmup_steps_fraction))
+  learning_rate = _computed_once(learning_rate)
   optimizer = tpu.model_optimizer(config, learning_rate)
   grads_and_vars = optimizer.compute_gradients(loss, var_list=variables)
   # The weight decay term needs no check of its own: a non-finite weight
@@ -282,6 +297,7 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
+  learning_rate = _computed_once(learning_rate)  # One Adam update per decision.
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
   finite = _all_finite(loss, grads)
   grads = _finite_or_zero(grads, finite)

@@ -1,0 +1,40 @@
+"""`search._computed_once`: the value is unchanged, only XLA's fusion of it.
+
+Its effect on XLA's fusion is measured by bench/xla_compile.py (docs/xla.md);
+here: the learning rates it passes on are bit-identical, on the CPU kernels
+and compiled.
+"""
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
+
+from tunas_search import search
+
+# 0, float32's largest and values across far more than a schedule's range.
+# Not below 2^-125, where x * 0.5 would be subnormal (flushed to zero or not,
+# depending on the CPU's mode); a cosine schedule's smallest positive value is
+# ~1e-8 of its base rate.
+VALUES = np.concatenate([
+    [0.0, np.finfo(np.float32).max],
+    np.geomspace(1e-30, 1e3, 998)]).astype(np.float32)
+
+
+def _run(compiled: bool) -> np.ndarray:
+  with tf.Graph().as_default():
+    x = tf.compat.v1.placeholder(tf.float32, [])
+
+    def once(value):
+      return search._computed_once(value)  # pylint: disable=protected-access
+
+    out = xla.compile(once, [x])[0] if compiled else once(x)
+    with tf.compat.v1.Session() as session:
+      return np.array([session.run(out, {x: v}) for v in VALUES], np.float32)
+
+
+def test_value_is_bit_identical_on_cpu_kernels():
+  np.testing.assert_array_equal(_run(compiled=False), VALUES)
+
+
+def test_value_is_bit_identical_compiled():
+  np.testing.assert_array_equal(_run(compiled=True), VALUES)
