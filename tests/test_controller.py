@@ -324,3 +324,69 @@ def test_centred_unit_rounds_every_24_bit_value_once():
       got = session.run(values)
   np.testing.assert_array_equal(got, ((top + 0.5) / 2**24).astype(np.float32))
   assert got.dtype == np.float32
+
+
+def _reference_sample(decisions, logit_values, uniform, p_ops, p_filters):
+  """Per-decision sampling in numpy, from the same uniforms (the definition).
+
+  The noise is laid out in decision order: each multi-choice decision's
+  Gumbel entries, then one warm-up coin per multi-choice decision.
+  """
+  multi = [i for i, d in enumerate(decisions) if d.num_choices > 1]
+  total = sum(decisions[i].num_choices for i in multi)
+  gumbel = -np.log(-np.log(uniform[:total].astype(np.float64)))
+  indices, log_probs, warmup = [0] * len(decisions), [0.0] * len(decisions), (
+      [False] * len(decisions))
+  offset = 0
+  for k, i in enumerate(multi):
+    d = decisions[i]
+    z = np.asarray(logit_values[i], np.float64)
+    log_p = z - z.max() - np.log(np.exp(z - z.max()).sum())
+    sampled = int(np.argmax(log_p + gumbel[offset:offset + d.num_choices]))
+    offset += d.num_choices
+    p = p_filters if d.tag == schema.FILTERS else p_ops
+    warmup[i] = bool(uniform[total + k] < p)
+    widest = d.tag == schema.FILTERS and warmup[i]
+    indices[i] = (controller.architecture.widest_index(d) if widest
+                  else sampled)
+    log_probs[i] = (np.log(p) if warmup[i]
+                    else np.log(1.0 - p) + log_p[sampled])
+  return np.array(indices), np.array(log_probs), np.array(warmup)
+
+
+@pytest.mark.parametrize('name', ['mobilenet_v3_like_search',
+                                  'proxylessnas_search'])
+def test_rows_sampled_together_match_per_decision_sampling(name):
+  """The sampler computes same-size decisions as rows of one tensor; each
+  decision must still read its own noise and coin and give what sampling it
+  alone gives."""
+  decisions = schema.decisions(search_spaces.get(name).spec())
+  rng = np.random.default_rng(7)
+  seed_values = [3, 11, 0]
+  multi = [d for d in decisions if d.num_choices > 1]
+  n_uniform = sum(d.num_choices for d in multi) + len(multi)
+  uniform = _reference_uniform(seed_values, n_uniform)
+  with tf.Graph().as_default():
+    logits = controller.create_logits(decisions)
+    s = controller.sample(decisions, logits, increase_ops_prob=0.3,
+                          increase_filters_prob=0.6,
+                          stateless_seed=tf.constant(seed_values))
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      values = [rng.normal(size=d.num_choices).astype(np.float32) * 2.0
+                for d in decisions]
+      for var, value in zip(logits, values):
+        var.load(value, sess)
+      got = sess.run(s)
+  indices, log_probs, warmup = _reference_sample(decisions, values, uniform,
+                                                 0.3, 0.6)
+  np.testing.assert_array_equal(got.indices, indices)
+  np.testing.assert_array_equal(got.warmup, warmup)
+  # Both outcomes of the coins and of the draws occur, so a swapped row
+  # would show.
+  assert 0 < warmup.sum() < len(multi)
+  np.testing.assert_allclose(got.log_probs, log_probs, rtol=1e-5, atol=1e-6)
+  for d, mask, index, w in zip(decisions, got.masks, indices, warmup):
+    expected = (np.full(d.num_choices, 1.0 / d.num_choices)
+                if w and d.tag == schema.OP else np.eye(d.num_choices)[index])
+    np.testing.assert_allclose(mask, expected, rtol=1e-7)

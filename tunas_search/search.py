@@ -138,10 +138,14 @@ def _finite_or_zero(grads_and_vars, finite: tf.Tensor):
   elementwise op per gradient (`multiply_no_nan`: x * 0 is 0 even for NaN
   and inf), where a select needed a tensor of zeros as well.
   """
+  # Computed once: XLA copied the scalar chain of the check (two is-finite
+  # tests, an and, a cast) into every variable's update fusion.
+  scale32 = tpu.computed_once(tf.cast(finite, tf.float32))
+
   def zeroed(g):
     if g is None:
       return None
-    scale = tf.cast(finite, g.dtype)
+    scale = tf.cast(scale32, g.dtype)
     if isinstance(g, tf.IndexedSlices):
       return tf.IndexedSlices(tf.math.multiply_no_nan(g.values, scale),
                               g.indices, g.dense_shape)
@@ -181,20 +185,6 @@ def _after(grads_and_vars, deps: List[tf.Tensor]):
             for g, v in grads_and_vars]
 
 
-def _computed_once(x: tf.Tensor) -> tf.Tensor:
-  """The float32 scalar `x`, as XLA computes it once per step.
-
-  XLA's fusion copies a chain of cheap ops into every consumer but never a
-  reduction's input, and the learning-rate schedule (~17 ops) was copied
-  into each variable's update fusion (~660 for a full space; docs/xla.md,
-  "Where the time goes"). `x / 2 + x / 2` is exactly `x` for 0 and every
-  `x >= 2^-125` (a cosine schedule's smallest positive rate is ~1e-8 of its
-  base), and XLA does not simplify a 2 x 2 reduction away.
-  """
-  half = x * 0.5
-  return tf.reduce_sum(tf.stack([[half, half], [0.0, 0.0]]), axis=1)[0]
-
-
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
                         step: tf.Tensor,
                         snapshots: Optional[Dict[str, tf.Tensor]]
@@ -212,7 +202,7 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
   learning_rate = schedules.cosine_with_warmup(
       step, config.scaled_model_learning_rate, config.total_steps,
       config.fraction_steps(config.model_warmup_steps_fraction))
-  learning_rate = _computed_once(learning_rate)
+  learning_rate = tpu.computed_once(learning_rate)
   optimizer = tpu.model_optimizer(config, learning_rate)
   grads_and_vars = optimizer.compute_gradients(loss, var_list=variables)
   # The weight decay term needs no check of its own: a non-finite weight
@@ -297,7 +287,7 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  learning_rate = _computed_once(learning_rate)  # One Adam update per decision.
+  learning_rate = tpu.computed_once(learning_rate)  # One Adam update per decision.
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
   finite = _all_finite(loss, grads)
   grads = _finite_or_zero(grads, finite)
@@ -333,10 +323,17 @@ def logit_summaries(decisions: List[schema.Decision],
     for j in range(d.num_choices):
       out[controller.path_logit_tag(d, j)] = values[j]
       out[controller.tag_logit_tag(d, j)] = values[j]
+  # One softmax per number of choices, over the rows of all such decisions:
+  # fewer ops per step than one per decision (as in controller.sample).
+  rows_by_size: Dict[int, List[int]] = {}
+  for i, d in enumerate(decisions):
     if summaries.is_charted(d):
-      probs = tf.nn.softmax(values)
-      out.update({tag: probs[j]
-                  for j, tag in enumerate(summaries.prob_tags(d))})
+      rows_by_size.setdefault(d.num_choices, []).append(i)
+  for rows in rows_by_size.values():
+    probs = tf.nn.softmax(tf.stack([logits[i] for i in rows]))
+    for i, row in zip(rows, tf.unstack(probs)):
+      out.update({tag: row[j]
+                  for j, tag in enumerate(summaries.prob_tags(decisions[i]))})
   return out
 
 
