@@ -323,13 +323,8 @@ def logit_summaries(decisions: List[schema.Decision],
     for j in range(d.num_choices):
       out[controller.path_logit_tag(d, j)] = values[j]
       out[controller.tag_logit_tag(d, j)] = values[j]
-  # One softmax per number of choices, over the rows of all such decisions:
-  # fewer ops per step than one per decision (as in controller.sample).
-  rows_by_size: Dict[int, List[int]] = {}
-  for i, d in enumerate(decisions):
-    if summaries.is_charted(d):
-      rows_by_size.setdefault(d.num_choices, []).append(i)
-  for rows in rows_by_size.values():
+  # One softmax per number of choices (charted: more than one choice).
+  for rows in controller.rows_by_size(decisions).values():
     probs = tf.nn.softmax(tf.stack([logits[i] for i in rows]))
     for i, row in zip(rows, tf.unstack(probs)):
       out.update({tag: row[j]

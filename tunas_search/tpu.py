@@ -101,7 +101,7 @@ def computed_once(x: tf.Tensor) -> tf.Tensor:
   time goes"). `x / 2 + x / 2` is exactly `x` for 0 and every
   `|x| >= 2^-125` (a cosine schedule's smallest positive rate is ~1e-8 of
   its base; masks are 0, 1 or 1/n), and XLA does not simplify a 2 x 2
-  reduction away. No effect on the values, on any device.
+  reduction away.
   """
   half = x * 0.5
   zeros = tf.zeros_like(half)
