@@ -102,11 +102,12 @@ def _time(session, fetch, steps: int) -> float:
 
 def _pin_controller(decisions, indices):
   """Assign ops that make the controller sample `indices` with certainty."""
-  ops = []
-  for d, logits in zip(decisions, controller.create_logits(
-      decisions, scope=search.CONTROLLER_SCOPE)):
-    ops.append(logits.assign(np.eye(d.num_choices)[indices[d.index]] * _PEAK))
-  return tf.group(ops)
+  peaked = [np.eye(d.num_choices)[indices[d.index]] * _PEAK
+            for d in decisions]
+  variables = controller.create_logits(decisions,
+                                       scope=search.CONTROLLER_SCOPE)
+  return tf.group([variables[n].assign(values) for n, values in
+                   controller.grouped_values(decisions, peaked).items()])
 
 
 @contextlib.contextmanager
@@ -152,7 +153,9 @@ def overhead_only(config, spec, rng):
   with graph.as_default():
     decisions = schema.decisions(spec)
     step = tf1.train.get_or_create_global_step()
-    logits = controller.create_logits(decisions)
+    groups = controller.create_logits(decisions)
+    variables = list(groups.values())
+    logits = controller.decision_logits(decisions, groups)
     sample = controller.sample(decisions, logits, increase_ops_prob=0.0,
                                increase_filters_prob=0.0)
     masked = schema.with_masks(spec, sample.masks)
@@ -166,7 +169,8 @@ def overhead_only(config, spec, rng):
     loss = rewards.reinforce_loss(sample.log_prob, terms.reward - baseline,
                                   sample.entropy)
     train = controller_adam.apply_adam(
-        list(zip(tf.gradients(loss, logits), logits)), 1e-3, tf.identity,
+        list(zip(tf.gradients(loss, variables), variables)), 1e-3,
+        tf.identity,
         global_step=step)
     scalars = search.logit_summaries(decisions, logits)
     scalars.update({'reward': terms.reward, 'cost': cost})

@@ -27,7 +27,9 @@ LOGGED_STEPS = (10, 20, 30)
 
 def random_logits(decisions, seed):
   rng = np.random.default_rng(seed)
+  # A one-choice decision's logit stays 0 in a search (it has no variable).
   return [rng.normal(size=d.num_choices).astype(np.float32) * 2
+          if d.num_choices > 1 else np.zeros(1, np.float32)
           for d in decisions]
 
 
@@ -37,7 +39,8 @@ def write_checkpoint(model_dir, decisions, values, step):
   with graph.as_default():
     variables = controller.create_logits(decisions)
     global_step = tf.compat.v1.train.get_or_create_global_step()
-    assigns = [v.assign(x) for v, x in zip(variables, values)]
+    assigns = [variables[n].assign(x) for n, x in
+               controller.grouped_values(decisions, values).items()]
     saver = tf.compat.v1.train.Saver()
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
@@ -238,5 +241,8 @@ def test_checkpoint_of_another_space(tmp_path):
   other = schema.decisions(search_spaces.get('mobilenet_v3_like_search').spec())
   write_checkpoint(str(tmp_path), other, [np.zeros(d.num_choices, np.float32)
                                           for d in other], 5)
-  with pytest.raises(analysis.AnalysisError, match='has no logits'):
+  # mobilenet_v3_like_search has 21 three-choice decisions, proxylessnas 22.
+  with pytest.raises(analysis.AnalysisError,
+                     match=r'does not match: checkpoint .*choices_3.* '
+                     r'shape \[21, 3\]'):
     analysis.analyze(str(tmp_path))

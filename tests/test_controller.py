@@ -30,6 +30,12 @@ def _nested_spec():
   return specs.Residual(OneOf((inner, specs.Zero()), schema.OP))
 
 
+def _load(sess, decisions, variables, logit_values):
+  """Loads per-decision logit values into `create_logits`' variables."""
+  for n, value in controller.grouped_values(decisions, logit_values).items():
+    variables[n].load(value, sess)
+
+
 def _run_samples(spec, runs, *, ops_prob=0.0, filters_prob=0.0,
                  temperature=1.0, seed=1, logit_values=None, graph_seed=None):
   """Builds one sample op and evaluates it `runs` times.
@@ -46,38 +52,56 @@ def _run_samples(spec, runs, *, ops_prob=0.0, filters_prob=0.0,
   with tf.Graph().as_default():
     if graph_seed is not None:
       tf.compat.v1.set_random_seed(graph_seed)
-    logits = controller.create_logits(decisions)
-    s = controller.sample(decisions, logits, increase_ops_prob=ops_prob,
+    variables = controller.create_logits(decisions)
+    s = controller.sample(decisions,
+                          controller.decision_logits(decisions, variables),
+                          increase_ops_prob=ops_prob,
                           increase_filters_prob=filters_prob,
                           temperature=temperature, seed=seed)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
-      for var, value in zip(logits, logit_values or []):
-        var.load(value, sess)
+      if logit_values is not None:
+        _load(sess, decisions, variables, logit_values)
       return decisions, [sess.run(s) for _ in range(runs)]
 
 
-def test_create_logits_names_zero_init_and_reuse():
-  decisions = schema.decisions(_nested_spec())
+def test_create_logits_one_variable_per_number_of_choices():
+  decisions = schema.decisions(_flat_spec() + [_nested_spec()])
   with tf.Graph().as_default():
-    logits = controller.create_logits(decisions)
+    variables = controller.create_logits(decisions)
     again = controller.create_logits(decisions)
-    assert [v.op.name for v in logits] == [
-        'rlcontroller/logits/layer/choices/0/kernel_size',
-        'rlcontroller/logits/layer/choices/0/expansion_filters',
-        'rlcontroller/logits/layer']
-    assert [v.op.name for v in logits] == [
-        controller.variable_name(d) for d in decisions]
-    assert all(a is b for a, b in zip(logits, again))
+    # 3 ops and the three choices of the nested spec have 2, 3 and 4
+    # choices; the fixed op has none.
+    assert {n: v.op.name for n, v in variables.items()} == {
+        2: 'rlcontroller/logits/choices_2', 3: 'rlcontroller/logits/choices_3',
+        4: 'rlcontroller/logits/choices_4'}
+    assert [v.op.name for v in variables.values()] == [
+        controller.variable_name(n) for n in variables]
+    assert {n: v.shape.as_list() for n, v in variables.items()} == {
+        2: [3, 2], 3: [1, 3], 4: [1, 4]}
+    assert all(variables[n] is again[n] for n in variables)
     assert len(tf.compat.v1.trainable_variables()) == 3
+    logits = controller.decision_logits(decisions, variables)
+    assert [l.shape.as_list() for l in logits] == [
+        [d.num_choices] for d in decisions]
     by_tag = controller.logits_by_tag_name(decisions, logits)
-    assert by_tag['op_indices_1'] is logits[2]
+    assert by_tag['op_indices_3'] is logits[5]
     assert by_tag['filters_indices_0'] is logits[1]
     by_path = controller.logits_by_path(decisions, logits)
-    assert by_path['layer/choices/0/kernel_size'] is logits[0]
+    assert by_path[decisions[3].path] is logits[3]
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
-      np.testing.assert_array_equal(sess.run(logits[0]), [0.0, 0.0])
+      values = [np.arange(d.num_choices, dtype=np.float32) + 10 * i
+                for i, d in enumerate(decisions)]
+      values[2] = np.zeros(1, np.float32)  # A fixed op's logit stays 0.
+      _load(sess, decisions, variables, values)
+      # Each decision reads back its own row.
+      for got, expected in zip(sess.run(logits), values):
+        np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match=r'expected \[3, 2\]'):
+      controller.decision_logits(decisions, {2: tf.zeros([2, 2]),
+                                             3: tf.zeros([1, 3]),
+                                             4: tf.zeros([1, 4])})
 
 
 def test_init_entropy_and_log_prob_flat_spec():
@@ -183,15 +207,16 @@ def test_temperature_scales_logits():
 def test_gradients_finite_at_extreme_warmup(prob):
   decisions = schema.decisions(_nested_spec())
   with tf.Graph().as_default():
-    logits = controller.create_logits(decisions)
-    s = controller.sample(decisions, logits, increase_ops_prob=prob,
+    variables = controller.create_logits(decisions)
+    s = controller.sample(decisions,
+                          controller.decision_logits(decisions, variables),
+                          increase_ops_prob=prob,
                           increase_filters_prob=prob, seed=0)
-    grads = tf.gradients(s.log_prob - s.entropy, logits)
+    grads = tf.gradients(s.log_prob - s.entropy, list(variables.values()))
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       # Near-deterministic logits: probabilities underflow to 0 and 1.
-      for var in logits:
-        var.load([200.0, -200.0], sess)
+      _load(sess, decisions, variables, [[200.0, -200.0]] * len(decisions))
       for _ in range(5):
         values = sess.run([s.log_prob, s.entropy] + grads)
         for v in values:
@@ -231,34 +256,64 @@ def test_numpy_helpers():
 
 
 def test_read_logit_values_from_checkpoint(tmp_path):
-  decisions = schema.decisions(_nested_spec())
+  decisions = schema.decisions(_flat_spec() + [_nested_spec()])
+  values = [np.arange(d.num_choices, dtype=np.float32) - i
+            for i, d in enumerate(decisions)]
+  values[2] = np.zeros(1, np.float32)
   with tf.Graph().as_default():
-    logits = controller.create_logits(decisions)
+    variables = controller.create_logits(decisions)
     saver = tf.compat.v1.train.Saver()
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
-      logits[2].load([1.5, -0.5], sess)
+      _load(sess, decisions, variables, values)
       saver.save(sess, str(tmp_path / 'model.ckpt'))
-  values = controller.read_logit_values(str(tmp_path), decisions)
-  np.testing.assert_array_equal(values[2], [1.5, -0.5])
-  np.testing.assert_array_equal(values[0], [0.0, 0.0])
-  with pytest.raises(KeyError, match='other/logits'):
+  got = controller.read_logit_values(str(tmp_path), decisions)
+  for a, b in zip(got, values):
+    np.testing.assert_array_equal(a, b)
+  assert not controller.has_legacy_logits(str(tmp_path))
+  with pytest.raises(KeyError, match='other/logits/choices_'):
     controller.read_logit_values(str(tmp_path), decisions, scope='other')
+  # Another spec with as many numbers of choices but other decisions.
+  with pytest.raises(KeyError,
+                     match=r'shape \[3, 2\], but the spec has 2 decisions'):
+    controller.read_logit_values(str(tmp_path), decisions[:2] + [
+        decisions[3]] + decisions[5:])
+
+
+def test_read_logit_values_of_a_checkpoint_with_one_variable_per_decision(
+    tmp_path):
+  """The layout before the logits were grouped is still read."""
+  decisions = schema.decisions(_nested_spec())
+  with tf.Graph().as_default():
+    for i, d in enumerate(decisions):
+      tf.compat.v1.get_variable(controller.legacy_variable_name(d),
+                                initializer=[float(i), -1.0])
+      tf.compat.v1.get_variable(
+          controller.legacy_variable_name(d) + '/adam_m', initializer=[0.0])
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      saver.save(sess, str(tmp_path / 'model.ckpt'))
+  got = controller.read_logit_values(str(tmp_path), decisions)
+  np.testing.assert_array_equal(np.stack(got), [[0, -1], [1, -1], [2, -1]])
+  assert controller.has_legacy_logits(str(tmp_path))
 
 
 def test_reinforce_learns_preferred_choice():
   """Reward 1 for choice 2 of 4, else 0: its probability passes 0.9."""
   decisions = schema.decisions([OneOf((0, 1, 2, 3), schema.OP)])
   with tf.Graph().as_default():
-    logits = controller.create_logits(decisions)
-    s = controller.sample(decisions, logits, increase_ops_prob=0.0,
+    variables = list(controller.create_logits(decisions).values())
+    s = controller.sample(decisions, [variables[0][0]],
+                          increase_ops_prob=0.0,
                           increase_filters_prob=0.0, seed=7)
     reward = tf.cast(tf.equal(s.indices[0], 2), tf.float32)
     advantage = reward - rewards.ema_baseline(reward, momentum=0.9)
     loss = rewards.reinforce_loss(s.log_prob, advantage, s.entropy, 0.0)
     train = controller_adam.apply_adam(
-        list(zip(tf.gradients(loss, logits), logits)), 0.05, tf.identity)
-    prob = tf.nn.softmax(logits[0])[2]
+        list(zip(tf.gradients(loss, variables), variables)), 0.05,
+        tf.identity)
+    prob = tf.nn.softmax(variables[0][0])[2]
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       for _ in range(300):
@@ -271,7 +326,8 @@ def test_stateless_seed_makes_replicas_differ_and_is_reproducible():
   decisions = schema.decisions(
       search_spaces.get('proxylessnas_search').spec())
   with tf.Graph().as_default():
-    logits = controller.create_logits(decisions)
+    logits = controller.decision_logits(
+        decisions, controller.create_logits(decisions))
     seed = tf.compat.v1.placeholder(tf.int32, [2])
     out = controller.sample(decisions, logits, increase_ops_prob=0.0,
                             increase_filters_prob=0.0, stateless_seed=seed)
@@ -372,16 +428,17 @@ def test_rows_sampled_together_match_per_decision_sampling(name):
   n_uniform = sum(d.num_choices for d in multi) + len(multi)
   uniform = _reference_uniform(seed_values, n_uniform)
   with tf.Graph().as_default():
-    logits = controller.create_logits(decisions)
-    s = controller.sample(decisions, logits, increase_ops_prob=0.3,
+    variables = controller.create_logits(decisions)
+    s = controller.sample(decisions,
+                          controller.decision_logits(decisions, variables),
+                          increase_ops_prob=0.3,
                           increase_filters_prob=0.6,
                           stateless_seed=tf.constant(seed_values))
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       values = [rng.normal(size=d.num_choices).astype(np.float32) * 2.0
                 for d in decisions]
-      for var, value in zip(logits, values):
-        var.load(value, sess)
+      _load(sess, decisions, variables, values)
       got = sess.run(s)
   indices, log_probs, warmup, margin = _reference_sample(
       decisions, values, uniform, 0.3, 0.6)

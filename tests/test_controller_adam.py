@@ -125,3 +125,31 @@ def test_none_gradient_leaves_variable_alone_and_mismatch_is_refused():
     with pytest.raises(ValueError, match='got 1 extra gradients for 2'):
       controller_adam.apply_adam([(None, a), (None, b)], 0.5, tf.identity,
                                  extra_grads=[None])
+
+
+def test_several_variables_each_get_their_own_update():
+  """Variables of one shape or several, with and without extra gradients
+  (the controller's logits groups), each follow their own gradients."""
+  rng = np.random.default_rng(3)
+  shapes = [[3], [3], [2], [3], [2]]
+  has_extra = [True, True, False, False, True]
+  grads = [rng.normal(size=[2] + s).astype(np.float32) for s in shapes]
+  extras = [rng.normal(size=s).astype(np.float32) if e else None
+            for s, e in zip(shapes, has_extra)]
+  with tf.Graph().as_default():
+    variables = [tf1.get_variable(f'v{i}', shape=s,
+                                  initializer=tf1.zeros_initializer())
+                 for i, s in enumerate(shapes)]
+    feeds = [tf1.placeholder(tf.float32, s) for s in shapes]
+    update = controller_adam.apply_adam(
+        list(zip(feeds, variables)), LEARNING_RATE, tf.identity,
+        extra_grads=[None if e is None else tf.constant(e) for e in extras])
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for step in range(2):
+        sess.run(update, {f: g[step] for f, g in zip(feeds, grads)})
+      values = sess.run(variables)
+  for value, grad, extra in zip(values, grads, extras):
+    expected = _numpy_adam(grad[:, None], 0.0, 0.999, 1e-8,
+                           None if extra is None else extra[None])
+    np.testing.assert_allclose(value, expected, rtol=1e-5, atol=1e-6)

@@ -132,3 +132,31 @@ def test_error_on_tpu_names_the_host_loop(tmp_path):
   error = str(runner.non_finite_loss_error(str(tmp_path), _tracker(101, 200)))
   assert error.startswith('the loss became NaN or infinite near step 200 '
                           '(TPU host loop of steps 101-200); ')
+
+
+def _write_logits_checkpoint(model_dir, name):
+  with tf.Graph().as_default():
+    tf1.get_variable(name, [3, 2], tf.float32)
+    tf1.get_variable('rlcontroller/baseline/ema', [], tf.float32)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      tf1.train.Saver().save(sess, os.path.join(model_dir, 'model.ckpt'),
+                             global_step=4)
+
+
+def test_checkpoints_with_one_logits_variable_per_decision_are_refused(
+    tmp_path):
+  """Checkpoints of older versions, which a search cannot restore."""
+  _write_logits_checkpoint(str(tmp_path), 'rlcontroller/logits/blocks/0/op')
+  before = sorted(os.listdir(tmp_path))
+  with pytest.raises(runner.config_lib.ConfigError,
+                     match='model.ckpt-4 stores one controller logits '
+                     'variable per decision'):
+    runner._check_logits_layout(str(tmp_path))  # pylint: disable=protected-access
+  assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_checkpoints_with_grouped_logits_are_accepted(tmp_path):
+  runner._check_logits_layout(str(tmp_path))  # pylint: disable=protected-access
+  _write_logits_checkpoint(str(tmp_path), 'rlcontroller/logits/choices_2')
+  runner._check_logits_layout(str(tmp_path))  # pylint: disable=protected-access

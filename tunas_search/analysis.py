@@ -279,20 +279,22 @@ def _checkpoint_logits(checkpoint: str,
               # Optimizer slots (today's and tf.train.AdamOptimizer's).
               and not name.endswith(('/adam_m', '/adam_v', '/Adam',
                                      '/Adam_1'))}
-  except KeyError as e:
-    raise AnalysisError(
-        f'{config_lib.MODEL_SPEC_FILENAME} does not match checkpoint '
-        f'{checkpoint}: {e.args[0]}') from None
+  except KeyError as e:  # Its message names the checkpoint.
+    raise AnalysisError(f'{config_lib.MODEL_SPEC_FILENAME} does not match: '
+                        f'{e.args[0]}') from None
   except tf.errors.OpError as e:
     raise AnalysisError(f'cannot read checkpoint {checkpoint}: '
                         f'{e.message.splitlines()[0]}') from None
-  expected = {controller.variable_name(d) for d in decisions}
+  expected = {controller.variable_name(n)
+              for n in controller.rows_by_size(decisions)}
+  if controller.has_legacy_logits(checkpoint):
+    expected = {controller.legacy_variable_name(d) for d in decisions}
   extra = sorted(stored - expected)
   if extra:
     raise AnalysisError(
         f'{config_lib.MODEL_SPEC_FILENAME} does not match checkpoint '
-        f'{checkpoint}: it has logits of {len(extra)} decision(s) the spec '
-        f'lacks, e.g. {extra[0]}')
+        f'{checkpoint}: it has logits the spec has no decisions for, e.g. '
+        f'{extra[0]}')
   for d, values in zip(decisions, logits):
     if values.shape != (d.num_choices,):
       raise AnalysisError(

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from tunas_search import analysis
 from tunas_search import config as config_lib
+from tunas_search import controller
 from tunas_search import data
 from tunas_search import model_dir as model_dir_lib
 from tunas_search import report
@@ -199,6 +200,7 @@ def run_search(config: SearchConfig, model_spec: Any,
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
+    _check_logits_layout(config.model_dir)
     resumed = config_lib.write_or_check(
         config, serialization.dumps(model_spec, indent=1))
     lock.record_holder()
@@ -217,6 +219,19 @@ def run_search(config: SearchConfig, model_spec: Any,
              list(hooks or []), write_graph=start == 0 and not resumed,
              mirrored=mirrored)
     return _write_result(config)
+
+
+def _check_logits_layout(model_dir: str) -> None:
+  """Refuses checkpoints whose controller logits are one variable per
+  decision (written before they were grouped): a search could not restore
+  them, but `analyze_search` still reads them."""
+  prefixes = model_dir_lib.checkpoint_prefixes(model_dir)
+  if prefixes and controller.has_legacy_logits(prefixes[-1]):
+    raise config_lib.ConfigError(
+        f'checkpoint {prefixes[-1]} stores one controller logits variable '
+        'per decision, the layout of older tunas_search versions, which this '
+        'version cannot resume; analyze_search still reads it, or search '
+        'again with a new --model_dir')
 
 
 def _run_worker(config: SearchConfig, model_spec: Any,

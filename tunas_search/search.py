@@ -287,7 +287,7 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  learning_rate = tpu.computed_once(learning_rate)  # One Adam update per decision.
+  learning_rate = tpu.computed_once(learning_rate)  # Used by each update.
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
   finite = _all_finite(loss, grads)
   grads = _finite_or_zero(grads, finite)
@@ -349,8 +349,9 @@ def _summary_scalars(config: SearchConfig, decisions, logits, model, rl,
   # Read after the controller's update: the values logged at step n are the
   # ones the checkpoint of step n holds.
   with tf.control_dependencies([rl['train_op']]):
-    updated = [v.read_value() for v in logits]
-  scalars.update(logit_summaries(decisions, updated))
+    updated = {n: v.read_value() for n, v in logits.items()}
+  scalars.update(logit_summaries(decisions,
+                                 controller.decision_logits(decisions, updated)))
   return scalars
 
 
@@ -388,7 +389,8 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
     batch = _unpack(features, labels, config)
 
     # 1. Sample an architecture.
-    logits = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
+    variables = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
+    logits = controller.decision_logits(decisions, variables)
     p_ops = schedules.linear_decay_prob(step, config.fraction_steps(
         config.increase_ops_warmup_steps_fraction))
     p_filters = schedules.linear_decay_prob(step, config.fraction_steps(
@@ -408,15 +410,15 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
                                     model['train_op'], snapshots)
     # 4-5. Reward, baseline and the controller update.
     reward = _reward(config, masked_spec, accuracy)
-    rl = _controller_step(config, sample, logits, reward['reward'],
-                          step, global_step)
+    rl = _controller_step(config, sample, list(variables.values()),
+                          reward['reward'], step, global_step)
 
     for key, value in ((SAMPLED_INDICES, sample.indices),
                        (REPLICA_REWARD, reward['reward']),
                        (STEP_BASELINE, rl['step_baseline'])):
       tf1.add_to_collection(key, value)
 
-    scalars = _summary_scalars(config, decisions, logits, model, rl, reward,
+    scalars = _summary_scalars(config, decisions, variables, model, rl, reward,
                                accuracy, p_ops, p_filters)
     names, packed = tpu.pack_summaries(scalars)
     # Logged under the step number after this step (the global step the

@@ -111,7 +111,7 @@ def charted(decisions: Sequence[schema.Decision]) -> List[schema.Decision]:
 
 
 def _tag_path(decision: schema.Decision) -> str:
-  return decision.path or 'root'  # As controller.variable_name.
+  return decision.path or 'root'  # As controller.legacy_variable_name.
 
 
 def prob_tags(decision: schema.Decision) -> List[str]:

@@ -86,8 +86,10 @@ def test_analysis_refuses_a_model_spec_that_does_not_match(finished,
   other = dataclasses.replace(spec, blocks=(stem,) + spec.blocks[1:])
   with open(os.path.join(model_dir, 'model_spec.json'), 'w') as f:
     f.write(serialization.dumps(other, indent=1))
-  with pytest.raises(analysis.AnalysisError, match='blocks/0/filters has 3 '
-                     'choices in the spec and 2 logits'):
+  # The checkpoint's one three-choice decision against the spec's two.
+  with pytest.raises(analysis.AnalysisError, match=r'does not match: '
+                     r'checkpoint .*choices_3.* with shape \[1, 3\], but the '
+                     'spec has 2 decisions with 3 choices'):
     analysis.analyze(model_dir)
 
 
@@ -102,8 +104,9 @@ def test_analysis_refuses_a_model_spec_with_fewer_decisions(finished,
                                             spec.blocks[2]))
   with open(os.path.join(model_dir, 'model_spec.json'), 'w') as f:
     f.write(serialization.dumps(other, indent=1))
-  with pytest.raises(analysis.AnalysisError, match='it has logits of 3 '
-                     'decision.s. the spec lacks'):
+  with pytest.raises(analysis.AnalysisError, match=r'does not match: '
+                     r'checkpoint .*choices_2.* with shape \[6, 2\], but the '
+                     'spec has 3 decisions with 2 choices'):
     analysis.analyze(model_dir)
 
 

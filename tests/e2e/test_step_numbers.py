@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import search_spaces
 from tunas_search import architecture
+from tunas_search import controller
 from tunas_search import cost_models
 from tunas_search import schema
 from tunas_search import search
@@ -57,9 +58,12 @@ def _run_steps(config, spec, indices: List[int], steps: int,
     est = search.make_model_fn(config, spec)(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, (_, packed) = est.host_call
-    controller_logits = tf1.trainable_variables(search.CONTROLLER_SCOPE)
-    pin = [logits.assign(np.eye(d.num_choices)[indices[d.index]] * PEAK)
-           for d, logits in zip(schema.decisions(spec), controller_logits)]
+    decisions = schema.decisions(spec)
+    variables = controller.create_logits(decisions, search.CONTROLLER_SCOPE)
+    peaked = [np.eye(d.num_choices)[indices[d.index]] * PEAK
+              for d in decisions]
+    pin = [variables[n].assign(values) for n, values in
+           controller.grouped_values(decisions, peaked).items()]
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
       sess.run(pin + [tf1.train.get_global_step().assign(start)])
