@@ -107,8 +107,8 @@ def create_logits(decisions: Sequence[schema.Decision],
   Zero logits make the initial distribution uniform (docs/method.md section
   5). The decisions with n choices share one [m, n] variable, one row each:
   the controller's update is then a few ops per group instead of one set per
-  decision (86 decisions in `mobilenet_v3_like_search`), which cut the
-  space's XLA compile by ~9% (docs/xla.md). A one-choice decision has no
+  decision (86 decisions in `mobilenet_v3_like_search`: 3,900 fewer graph
+  ops and 2-9% off its XLA compile, docs/xla.md). A one-choice decision has no
   variable: its choice has probability 1 whatever its logit, which stays 0.
 
   Args:

@@ -268,6 +268,7 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
                      global_step: tf.Variable) -> Dict[str, tf.Tensor]:
   """REINFORCE with a cross-replica EMA baseline; increments the global step.
 
+  `logits` are the controller's variables (`controller.create_logits`);
   `step` is the global step read at the start of this step.
   """
   def mean(x):
@@ -332,7 +333,7 @@ def logit_summaries(decisions: List[schema.Decision],
   return out
 
 
-def _summary_scalars(config: SearchConfig, decisions, logits, model, rl,
+def _summary_scalars(config: SearchConfig, decisions, variables, model, rl,
                      reward, accuracy, p_ops, p_filters
                      ) -> Dict[str, tf.Tensor]:
   """Every scalar a step logs, with the logits read after its update."""
@@ -349,9 +350,9 @@ def _summary_scalars(config: SearchConfig, decisions, logits, model, rl,
   # Read after the controller's update: the values logged at step n are the
   # ones the checkpoint of step n holds.
   with tf.control_dependencies([rl['train_op']]):
-    updated = {n: v.read_value() for n, v in logits.items()}
-  scalars.update(logit_summaries(decisions,
-                                 controller.decision_logits(decisions, updated)))
+    updated = {n: v.read_value() for n, v in variables.items()}
+  scalars.update(logit_summaries(
+      decisions, controller.decision_logits(decisions, updated)))
   return scalars
 
 
