@@ -133,3 +133,36 @@ def test_progress_hook_logs_first_step_then_rates_and_eta(monkeypatch):
       'search: first step done (step 1)',
       'search step 2/10 (20.0%): 0.50 steps/s, 4.0 images/s, ETA 0m16s',
       'search step 4/10 (40.0%): 0.50 steps/s, 4.0 images/s, ETA 0m12s']
+
+
+def test_session_config_on_a_cpu_host_drops_gpu_only_rewrites():
+  from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
+  rewriter = rewriter_config_pb2.RewriterConfig
+  config = tpu.session_config()
+  assert config.allow_soft_placement
+  rewrites = config.graph_options.rewrite_options
+  # The estimator's own default: one round of optimisers.
+  assert rewrites.meta_optimizer_iterations == rewriter.ONE
+  assert rewrites.layout_optimizer == rewriter.OFF
+  assert rewrites.memory_optimization == rewriter.NO_MEM_OPT
+  assert rewrites.constant_folding == rewriter.DEFAULT  # It speeds steps.
+  # With a GPU the layout optimiser (NHWC -> NCHW) stays on.
+  gpu = tpu.session_config(has_gpu=True).graph_options.rewrite_options
+  assert gpu.layout_optimizer == rewriter.DEFAULT
+  assert gpu.memory_optimization == rewriter.DEFAULT_MEM_OPT
+  # A mirrored search's config is kept and not modified.
+  base = tf.compat.v1.ConfigProto(device_count={'CPU': 2})
+  merged = tpu.session_config(base)
+  assert merged.device_count['CPU'] == 2
+  assert merged.graph_options.rewrite_options.layout_optimizer == rewriter.OFF
+  assert base.graph_options.rewrite_options.layout_optimizer == (
+      rewriter.DEFAULT)
+
+
+def test_run_config_uses_the_session_config_off_tpu(tmp_path):
+  config = tpu.make_run_config(str(tmp_path), use_tpu=False,
+                               iterations_per_loop=2, num_shards=1,
+                               save_checkpoints_steps=10,
+                               keep_checkpoint_max=2)
+  assert config.session_config == tpu.session_config(
+      has_gpu=bool(tf.config.list_physical_devices('GPU')))
