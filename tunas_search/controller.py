@@ -500,9 +500,11 @@ def read_logit_values(checkpoint: str, decisions: Sequence[schema.Decision],
                      'was it written for another search space or scope?')
     stored = np.asarray(reader.get_tensor(name), dtype=np.float32)
     if stored.shape != (len(rows), n):
+      paths = ', '.join(decisions[i].path or 'root' for i in rows[:3])
       raise KeyError(f'checkpoint {checkpoint} holds {name!r} with shape '
                      f'{list(stored.shape)}, but the spec has {len(rows)} '
-                     f'decisions with {n} choices')
+                     f'decisions with {n} choices ({paths}'
+                     f'{", ..." if len(rows) > 3 else ""})')
     for i, row in zip(rows, stored):
       values[i] = row
   return values

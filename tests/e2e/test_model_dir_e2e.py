@@ -87,9 +87,9 @@ def test_analysis_refuses_a_model_spec_that_does_not_match(finished,
   with open(os.path.join(model_dir, 'model_spec.json'), 'w') as f:
     f.write(serialization.dumps(other, indent=1))
   # The checkpoint's one three-choice decision against the spec's two.
-  with pytest.raises(analysis.AnalysisError, match=r'does not match: '
-                     r'checkpoint .*choices_3.* with shape \[1, 3\], but the '
-                     'spec has 2 decisions with 3 choices'):
+  with pytest.raises(analysis.AnalysisError, match=(
+      r'does not match: checkpoint .*choices_3.* with shape \[1, 3\], but '
+      r'the spec has 2 decisions with 3 choices \(blocks/0/filters, ')):
     analysis.analyze(model_dir)
 
 
