@@ -11,6 +11,8 @@ compiled step twice, with tunas_search.xla_flags' CPU compile options unless
   build_s: graph building, from the model_fn call to the initialiser;
   compile_s: the first run (XLA compilation plus one step) minus a step;
   step_s: the second run (one compiled step);
+  loss: the compiled step's loss (seeded weights, inputs and draws: the
+    same in every run of one commit);
   peak_rss_gb: the subprocess's peak resident memory (ru_maxrss);
   timed_out: the subprocess did not finish within --timeout_s.
 """
@@ -59,6 +61,9 @@ def _child(args) -> dict:
                 config.validation_batch_size)
   graph = tf.Graph()
   with graph.as_default():
+    # Seeded initial weights: `loss` is then comparable between runs and
+    # commits (the step's own draws are seeded by `seed=1`).
+    tf1.set_random_seed(0)
     inputs = [
         tf.constant(rng.normal(size=(b, size, size, 3)), tf.float32),
         tf.constant(rng.normal(size=(v, size, size, 3)), tf.float32),
