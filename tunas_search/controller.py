@@ -487,11 +487,9 @@ def read_logit_values(checkpoint: str, decisions: Sequence[schema.Decision],
       whose shape does not fit the decisions.
   """
   reader = tf.train.load_checkpoint(checkpoint)
+  if has_legacy_logits(checkpoint, scope):
+    return _read_legacy(reader, checkpoint, decisions, scope)
   groups = rows_by_size(decisions)
-  if groups and not any(reader.has_tensor(variable_name(n, scope))
-                        for n in groups):
-    if reader.has_tensor(legacy_variable_name(decisions[0], scope)):
-      return _read_legacy(reader, checkpoint, decisions, scope)
   values = [np.zeros([1], np.float32) for _ in decisions]
   for n, rows in groups.items():
     name = variable_name(n, scope)
