@@ -1,6 +1,7 @@
 """Latency calibration: the plan, resumable measurements, the adb backend,
 and the whole calibrate -> fit -> search path on the tiny space."""
 
+import dataclasses
 import json
 import os
 import stat
@@ -29,9 +30,10 @@ class _SyntheticDevice:
   """A deterministic 'device': latency linear in MAdds; counts its calls and
   can fail at a chosen call (a crash mid-calibration)."""
 
-  def __init__(self, fail_at=None):
+  def __init__(self, fail_at=None, disturbed=()):
     self.calls = []
     self.fail_at = fail_at
+    self.disturbed = set(disturbed)  # Calls timed while the machine was busy.
 
   def __call__(self, config, spec, indices):
     if self.fail_at is not None and len(self.calls) == self.fail_at:
@@ -39,7 +41,11 @@ class _SyntheticDevice:
     self.calls.append(architecture.format_indices(indices))
     masked = architecture.with_indices(spec, indices)
     ms = 0.5 + 1e-6 * float(analytic.count(masked, config.context)[1])
-    return {'latency_ms': ms, 'min_ms': 0.95 * ms}  # Undisturbed.
+    if len(self.calls) - 1 in self.disturbed:
+      # Every run slower alike (a normal spread); only the reference shows.
+      return {'latency_ms': 1.5 * ms, 'min_ms': 1.45 * ms,
+              'reference_ratio': 1.3}
+    return {'latency_ms': ms, 'min_ms': 0.95 * ms, 'reference_ratio': 1.0}
 
 
 def test_plan_is_deterministic_prefix_stable_and_spans_the_costs(tmp_path):
@@ -98,8 +104,30 @@ def test_fit_reports_held_out_errors(tmp_path):
   # The synthetic device is linear in MAdds, which the features hold.
   assert report['mape_percent'] < 1e-6
   assert report['within_5_percent'] == 1.0
+  assert report['disturbed_left_out'] == 0
   path = calibration.write_model(config.output_dir, result)
   assert cost_models.measured.load(path).heldout == report
+
+
+def test_measurements_the_reference_calls_disturbed_are_left_out(tmp_path):
+  spec = tiny.tiny_spec()
+  config = _config(tmp_path, num_samples=30)
+  # Calls 3 and 6 are fitted, call 4 is held out (every fifth).
+  done = calibration.calibrate(config, spec,
+                               _SyntheticDevice(disturbed=(3, 4, 6)))
+  assert [m.reference_ratio for m in done].count(1.3) == 3
+  result = calibration.fit(config, spec, done, {'backend': 'synthetic'})
+  report = result.model.heldout
+  assert report['disturbed_left_out'] == 3
+  assert report['count'] == 5
+  # Left in, the 45% slower timings would bias the fit.
+  assert report['mape_percent'] < 1e-6
+  assert 'left out as disturbed:  3' in calibration.format_report(report,
+                                                                   'min')
+  # Without a reference (older files, adb), nothing is left out.
+  older = [dataclasses.replace(m, reference_ratio=None) for m in done]
+  assert calibration.fit(config, spec, older).model.heldout[
+      'disturbed_left_out'] == 0
 
 
 @pytest.mark.parametrize('output, ms, low', [
@@ -161,6 +189,8 @@ def test_calibrate_fit_and_search_with_the_measured_model(tmp_path):
   # Real TFLite builds and timings on this CPU.
   done = calibration.calibrate(config, spec)
   assert all(m.latency_ms > 0 for m in done)
+  # Timed next to the reference network on this CPU.
+  assert all(m.reference_ratio >= 1.0 for m in done)
   result = calibration.fit(config, spec, done,
                            calibration.describe_device(config))
   assert result.model.device['backend'] == 'tflite_cpu'
@@ -183,9 +213,38 @@ def test_disturbed_timings_are_taken_again():
              {'latency_ms': 2.0, 'min_ms': 1.0},
              {'latency_ms': 1.05, 'min_ms': 1.0},
              {'latency_ms': 1.0, 'min_ms': 1.0}]
-  calls = iter(timings)
-  assert calibration.least_disturbed(lambda: next(calls)) == timings[2]
-  assert next(calls) == timings[3]  # Two retakes at most.
-  calls = iter(timings[2:])
-  assert calibration.least_disturbed(lambda: next(calls)) == timings[2]
-  assert next(calls) == timings[3]  # Undisturbed: timed once.
+  calls, waits = iter(timings), []
+  assert calibration.least_disturbed(lambda: next(calls),
+                                     waits.append) == timings[2]
+  assert next(calls) == timings[3]  # Quiet at the third: no more retakes.
+  assert waits == [calibration.RETAKE_WAIT_S] * 2
+  calls, waits = iter(timings[2:]), []
+  assert calibration.least_disturbed(lambda: next(calls),
+                                     waits.append) == timings[2]
+  assert next(calls) == timings[3] and not waits  # Undisturbed: timed once.
+
+
+def test_a_slow_reference_means_a_retake_even_with_a_normal_spread():
+  quiet_spread = {'latency_ms': 1.02, 'min_ms': 1.0}
+  busy = [dict(quiet_spread, reference_ratio=r)
+          for r in (1.3, 1.2, 1.08, 1.12, 1.09)]
+  calls, waits = iter(busy), []
+  # Never quiet: RETAKES retakes, then the least disturbed of them.
+  assert calibration.least_disturbed(lambda: next(calls),
+                                     waits.append) == busy[2]
+  assert len(waits) == calibration.RETAKES
+  calls = iter([dict(quiet_spread, reference_ratio=1.3),
+                dict(quiet_spread, reference_ratio=1.01)])
+  assert calibration.least_disturbed(
+      lambda: next(calls), lambda s: None)['reference_ratio'] == 1.01
+
+
+def test_reference_ratio_is_time_over_the_fastest_seen():
+  times = iter([2.0, 1.0, 1.5,  # Primes: the best is 1.0.
+                1.2, 0.8, 0.8, 1.0])
+  reference = calibration.Reference(lambda: next(times), primes=3)
+  assert reference.best == 1.0
+  assert reference.ratio() == pytest.approx(1.2)
+  assert reference.ratio() == 1.0 and reference.best == 0.8
+  assert reference.ratio() == 1.0
+  assert reference.ratio() == pytest.approx(1.25)

@@ -18,7 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from absl import logging
 import numpy as np
@@ -396,24 +396,20 @@ class Latency:
   num_threads: int
 
 
-def measure_tflite_latency(model_content: bytes, runs: int = 20,
-                           warmup_runs: int = 3, num_threads: int = 1,
-                           seed: int = 0) -> Latency:
-  """Times `invoke()` of a TFLite model on one random input.
+def tflite_timer(model_content: bytes, num_threads: int = 1, seed: int = 0
+                 ) -> Callable[[int, int], Latency]:
+  """A loaded TFLite model that times `invoke()` on one random input.
 
   Args:
     model_content: the TFLite flatbuffer.
-    runs: timed runs (the median is reported: robust to other load).
-    warmup_runs: untimed runs first (allocation, caches).
     num_threads: interpreter threads (1, as phone benchmarks use).
     seed: seed of the random input.
 
   Returns:
-    The median and minimum latency over `runs`.
+    `time_runs(runs, warmup_runs) -> Latency`: untimed runs first
+    (allocation, caches), then the median and minimum of `runs` timed runs.
+    It can be called again: a retake reuses the loaded model.
   """
-  if runs < 1 or warmup_runs < 0:
-    raise ValueError(f'need runs >= 1 and warmup_runs >= 0, got {runs}, '
-                     f'{warmup_runs}')
   interpreter = tf.lite.Interpreter(model_content=model_content,
                                     num_threads=num_threads)
   interpreter.allocate_tensors()
@@ -421,11 +417,32 @@ def measure_tflite_latency(model_content: bytes, runs: int = 20,
   rng = np.random.default_rng(seed)
   interpreter.set_tensor(detail['index'], rng.standard_normal(
       detail['shape']).astype(np.float32))
-  for _ in range(warmup_runs):
-    interpreter.invoke()
-  times = []
-  for _ in range(runs):
-    began = time.perf_counter()
-    interpreter.invoke()
-    times.append(1000.0 * (time.perf_counter() - began))
-  return Latency(statistics.median(times), min(times), runs, num_threads)
+
+  def time_runs(runs: int, warmup_runs: int) -> Latency:
+    if runs < 1 or warmup_runs < 0:
+      raise ValueError(f'need runs >= 1 and warmup_runs >= 0, got {runs}, '
+                       f'{warmup_runs}')
+    for _ in range(warmup_runs):
+      interpreter.invoke()
+    times = []
+    for _ in range(runs):
+      began = time.perf_counter()
+      interpreter.invoke()
+      times.append(1000.0 * (time.perf_counter() - began))
+    return Latency(statistics.median(times), min(times), runs, num_threads)
+  return time_runs
+
+
+def measure_tflite_latency(model_content: bytes, runs: int = 20,
+                           warmup_runs: int = 3, num_threads: int = 1,
+                           seed: int = 0) -> Latency:
+  """Times `invoke()` of a TFLite model on one random input (`tflite_timer`).
+
+  Returns:
+    The median and minimum latency over `runs` (the median is robust to
+    other load; the minimum to more of it).
+  """
+  if runs < 1 or warmup_runs < 0:
+    raise ValueError(f'need runs >= 1 and warmup_runs >= 0, got {runs}, '
+                     f'{warmup_runs}')
+  return tflite_timer(model_content, num_threads, seed)(runs, warmup_runs)
