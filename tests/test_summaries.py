@@ -160,8 +160,13 @@ def test_logit_summaries_hold_probabilities_of_multi_choice_decisions():
   values = [np.array([0.5], np.float32), np.array([1.0, 2.0, -1.0],
                                                   np.float32)]
   with tf.Graph().as_default(), tf1.Session() as sess:
-    scalars = sess.run(search.logit_summaries(
-        decisions, [tf.constant(v) for v in values]))
+    entries = search.logit_summaries(decisions,
+                                     [tf.constant(v) for v in values])
+    scalars = sess.run(tpu.summary_tensors(entries))
+    # Packed for the host call, they hold the same values.
+    names, packed = tpu.pack_summaries(entries)
+    assert dict(zip(names, sess.run(packed)[0].tolist())) == pytest.approx(
+        scalars)
   probs = {k: v for k, v in scalars.items() if k.startswith('rlprobs/')}
   expected = np.exp(values[1]) / np.exp(values[1]).sum()
   assert sorted(probs) == ['rlprobs/two/3', 'rlprobs/two/5', 'rlprobs/two/7']

@@ -38,6 +38,30 @@ def test_pack_summaries_sorts_names_and_keeps_values():
   np.testing.assert_allclose(values, [[3.0, 2.0]])
 
 
+def test_pack_summaries_gathers_vector_entries_once_per_vector():
+  with tf.Graph().as_default() as graph:
+    vector = tf.constant([[10.0, 11.0], [12.0, 13.0]])
+    other = tf.constant([7, 8], tf.int32)
+    names, packed = tpu.pack_summaries({
+        'v/3': tpu.Entry(vector, 3), 'v/0': tpu.Entry(vector, 0),
+        'o/1': tpu.Entry(other, 1), 'plain': tf.constant(2.5),
+        'a': tpu.Entry(vector, 1)})
+    wide = tf.range(64.0)
+    before = len(graph.get_operations())
+    _, wide_packed = tpu.pack_summaries(
+        {f'w/{i:02d}': tpu.Entry(wide, 63 - i) for i in range(64)})
+    added = len(graph.get_operations()) - before
+    with tf1.Session() as sess:
+      values = sess.run(packed)
+      np.testing.assert_array_equal(sess.run(wide_packed), [63 - np.arange(64)])
+      sliced = sess.run(tpu.summary_tensors({'x': tpu.Entry(vector, 2)}))
+  assert names == ['a', 'o/1', 'plain', 'v/0', 'v/3']
+  np.testing.assert_allclose(values, [[11.0, 8.0, 2.5, 10.0, 13.0]])
+  assert sliced == {'x': 12.0}
+  # One flatten, one gather: no op per entry.
+  assert added <= 8, [op.type for op in graph.get_operations()[before:]]
+
+
 def test_host_call_writes_scalars_every_n_steps(tmp_path):
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])

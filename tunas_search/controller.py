@@ -162,6 +162,15 @@ def grouped_values(decisions: Sequence[schema.Decision],
           for n, rows in rows_by_size(decisions).items()}
 
 
+def grouped_tensors(decisions: Sequence[schema.Decision],
+                    logits: Sequence[Any]) -> Dict[int, tf.Tensor]:
+  """Per-decision logit tensors stacked as `create_logits` stores them:
+  {n: float32 [m, n]}; one-choice decisions' tensors are dropped."""
+  _check_lengths(decisions, logits)
+  return {n: tf.stack([logits[i] for i in rows])
+          for n, rows in rows_by_size(decisions).items()}
+
+
 def logits_by_path(decisions: Sequence[schema.Decision],
                    logits: Sequence) -> Dict[str, object]:
   """Maps each decision's path to its logits (variable, tensor or array)."""

@@ -17,7 +17,8 @@ TensorBoard via host_call, logged under the step number after the step.
 
 import contextlib
 import random
-from typing import Any, Dict, List, NamedTuple, Optional
+from typing import (Any, Dict, List, Mapping, NamedTuple, Optional, Sequence,
+                    Union)
 
 import tensorflow as tf
 
@@ -204,7 +205,14 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
       config.fraction_steps(config.model_warmup_steps_fraction))
   learning_rate = tpu.computed_once(learning_rate)
   optimizer = tpu.model_optimizer(config, learning_rate)
-  grads_and_vars = optimizer.compute_gradients(loss, var_list=variables)
+  # GATE_NONE: the optimiser's default (GATE_OP) groups the input gradients
+  # of every multi-input op with a NoOp and an Identity per gradient, which
+  # only orders their computation (values are the same; resource variable
+  # updates never race with reads). That was ~2,600 of the graph's ops, and
+  # the barrier below orders the update after every gradient when it is on.
+  grads_and_vars = optimizer.compute_gradients(
+      loss, var_list=variables,
+      gate_gradients=tf1.train.Optimizer.GATE_NONE)
   # The weight decay term needs no check of its own: a non-finite weight
   # makes its gradient non-finite, and an overflowing term still makes the
   # reported loss NaN below. Leaving it out keeps XLA from copying the
@@ -307,29 +315,45 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
 
 
 def logit_summaries(decisions: List[schema.Decision],
-                    logits: List[tf.Tensor]) -> Dict[str, tf.Tensor]:
+                    logits: Union[Sequence[tf.Tensor], Mapping[int, tf.Tensor]]
+                    ) -> Dict[str, tpu.Entry]:
   """The controller's logits and choice probabilities as scalar summaries.
 
   `rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>` (TuNAS's
   tag names) for every decision, and `rlprobs/<path>/<choice name>` (the
   softmax of the logits, as `analyze_search` reports them) for every decision
-  with more than one choice (`summaries.prob_tags`).
+  with more than one choice (`summaries.prob_tags`). The values are entries
+  of a few vectors (`tpu.Entry`), packed without a slice each; use
+  `tpu.summary_tensors` for tensors.
 
   Args:
     decisions: `schema.decisions(spec)`.
-    logits: one float32 [num_choices] variable or tensor per decision.
+    logits: one float32 [num_choices] tensor per decision, or the grouped
+      {n: [m, n]} values that `controller.create_logits` holds.
   """
   out = {}
-  for d, values in zip(decisions, logits):
-    for j in range(d.num_choices):
-      out[controller.path_logit_tag(d, j)] = values[j]
-      out[controller.tag_logit_tag(d, j)] = values[j]
+  if isinstance(logits, Mapping):
+    groups = logits
+    single = [tf.zeros([1])] * len(decisions)  # Held in no variable.
+  else:
+    groups = controller.grouped_tensors(decisions, logits)
+    single = logits
+  for i, d in enumerate(decisions):
+    if d.num_choices == 1:
+      out[controller.path_logit_tag(d, 0)] = tpu.Entry(single[i], 0)
+      out[controller.tag_logit_tag(d, 0)] = tpu.Entry(single[i], 0)
   # One softmax per number of choices (charted: more than one choice).
-  for rows in controller.rows_by_size(decisions).values():
-    probs = tf.nn.softmax(tf.stack([logits[i] for i in rows]))
-    for i, row in zip(rows, tf.unstack(probs)):
-      out.update({tag: row[j]
-                  for j, tag in enumerate(summaries.prob_tags(decisions[i]))})
+  for n, rows in controller.rows_by_size(decisions).items():
+    values = tf.convert_to_tensor(groups[n])
+    flat = tf.reshape(values, [-1])
+    probs = tf.reshape(tf.nn.softmax(values), [-1])
+    for k, i in enumerate(rows):
+      d = decisions[i]
+      for j in range(n):
+        out[controller.path_logit_tag(d, j)] = tpu.Entry(flat, k * n + j)
+        out[controller.tag_logit_tag(d, j)] = tpu.Entry(flat, k * n + j)
+      out.update({tag: tpu.Entry(probs, k * n + j)
+                  for j, tag in enumerate(summaries.prob_tags(d))})
   return out
 
 
@@ -351,8 +375,7 @@ def _summary_scalars(config: SearchConfig, decisions, variables, model, rl,
   # ones the checkpoint of step n holds.
   with tf.control_dependencies([rl['train_op']]):
     updated = {n: v.read_value() for n, v in variables.items()}
-  scalars.update(logit_summaries(
-      decisions, controller.decision_logits(decisions, updated)))
+  scalars.update(logit_summaries(decisions, updated))
   return scalars
 
 
