@@ -99,7 +99,9 @@ class Step:
       # The search's optimiser (docs/method.md section 6).
       optimizer = tf.compat.v1.train.RMSPropOptimizer(
           1e-3, decay=0.9, momentum=0.9, epsilon=1.0)
-      grads_and_vars = optimizer.compute_gradients(loss)
+      # Ungated, as the search computes them (search._shared_weight_step).
+      grads_and_vars = optimizer.compute_gradients(
+          loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
       with tf.control_dependencies(updates):
         self.train_op = optimizer.apply_gradients(grads_and_vars)
       self.fetches = {
