@@ -53,10 +53,11 @@ HOLDOUT = 5
 NOISY_RATIO = 1.10
 RETAKES = 4
 RETAKE_WAIT_S = 1.0
-# Work on the other hardware thread of the same core slows every run of a
-# timing alike, so the median/min spread misses it: on this project's 2-core
-# VM, timings taken while another process built a graph were 35-70% slower,
-# with a normal spread. On this machine's CPU (tflite_cpu) a fixed reference
+# Other work on the machine can slow every run of a timing alike, which the
+# median/min spread misses: on this project's 2-core VM, timings taken while
+# another process built a graph were 35-70% slower, with a normal spread
+# (that work slowed the reference below by 8-14%; a busy numpy loop on the
+# other core, by under 2%). On this machine's CPU (tflite_cpu) a fixed reference
 # network is therefore timed before and after each architecture; its fastest
 # run over the fastest seen in this calibration (`reference_ratio`) above
 # QUIET_RATIO means the machine was busy, and the architecture is timed
@@ -277,7 +278,7 @@ def _measure_adb(config: CalibrationConfig, model: bytes) -> Dict[str, float]:
 
 def reference_spec() -> ConvTower:
   """The fixed network timed next to every measurement (`QUIET_RATIO`):
-  a stem and four inverted bottlenecks, ~0.7 ms at REFERENCE_SIZE on this
+  a stem and four inverted bottlenecks, ~0.6 ms at REFERENCE_SIZE on this
   project's CPU, long enough for a steady fastest run and short enough to
   cost little next to an architecture's timing."""
   def bottleneck(strides):
