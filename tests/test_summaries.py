@@ -176,6 +176,12 @@ def test_logit_summaries_hold_probabilities_of_multi_choice_decisions():
   assert scalars['rlpathlogits/one/0'] == 0.5
   assert scalars['rltaglogits/op_indices_1/2'] == -1.0
 
+  # Grouped logits of the wrong shape are refused, not mislabelled.
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match=r'logits for 3 choices have shape '
+                       r'\(2, 3\); expected \[1, 3\]'):
+      search.logit_summaries(decisions, {3: tf.zeros([2, 3])})
+
 
 @pytest.mark.parametrize('every, final, expected', [
     (2, None, [0, 2, 4, 6]),

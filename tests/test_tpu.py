@@ -62,6 +62,18 @@ def test_pack_summaries_gathers_vector_entries_once_per_vector():
   assert added <= 8, [op.type for op in graph.get_operations()[before:]]
 
 
+@pytest.mark.parametrize('entry, message', [
+    (lambda: tpu.Entry(tf.zeros([2, 2]), 4), 'entry 4 of a tensor of shape'),
+    (lambda: tpu.Entry(tf.zeros([2, 2]), -1), 'entry -1 of a tensor'),
+    (lambda: tpu.Entry(tf1.placeholder(tf.float32, [None]), 0),
+     'need a static shape'),
+])
+def test_pack_summaries_refuses_entries_outside_their_tensor(entry, message):
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match=message):
+      tpu.pack_summaries({'x': entry()})
+
+
 def test_host_call_writes_scalars_every_n_steps(tmp_path):
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])

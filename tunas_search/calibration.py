@@ -347,15 +347,17 @@ def measure(config: CalibrationConfig, spec: Any, indices: Sequence[int],
 
 
 def _default_measure() -> Callable:
-  """`measure`, with a reference built on the first tflite_cpu timing."""
-  references = {}
+  """`measure`, with a reference built on the first tflite_cpu timing (a
+  calibration that is already complete builds none)."""
+  reference = None
 
   def measure_fn(config, spec, indices):
+    nonlocal reference
     if config.backend != 'tflite_cpu':
       return measure(config, spec, indices)
-    if config.threads not in references:
-      references[config.threads] = tflite_reference(config.threads)
-    return measure(config, spec, indices, references[config.threads])
+    if reference is None:
+      reference = tflite_reference(config.threads)
+    return measure(config, spec, indices, reference)
   return measure_fn
 
 

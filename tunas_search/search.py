@@ -345,6 +345,9 @@ def logit_summaries(decisions: List[schema.Decision],
   # One softmax per number of choices (charted: more than one choice).
   for n, rows in controller.rows_by_size(decisions).items():
     values = tf.convert_to_tensor(groups[n])
+    if values.shape != (len(rows), n):
+      raise ValueError(f'logits for {n} choices have shape {values.shape}; '
+                       f'expected [{len(rows)}, {n}]')
     flat = tf.reshape(values, [-1])
     probs = tf.reshape(tf.nn.softmax(values), [-1])
     for k, i in enumerate(rows):

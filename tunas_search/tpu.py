@@ -151,11 +151,15 @@ def pack_summaries(scalars: Dict[str, Union[tf.Tensor, Entry]]
     value = scalars[name]
     if isinstance(value, Entry):
       key = id(value.vector)
+      length = value.vector.shape.num_elements()
+      if length is None or not 0 <= value.index < length:
+        raise ValueError(f'summary {name}: entry {value.index} of a tensor '
+                         f'of shape {value.vector.shape}; need a static '
+                         'shape and 0 <= entry < its size')
       if key not in offsets:
         offsets[key] = size
-        flat = tf.reshape(tf.cast(value.vector, tf.float32), [-1])
-        pieces.append(flat)
-        size += flat.shape.num_elements()
+        pieces.append(tf.reshape(tf.cast(value.vector, tf.float32), [-1]))
+        size += length
       positions[name] = offsets[key] + value.index
     else:
       plain.append(name)
