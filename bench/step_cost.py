@@ -13,11 +13,17 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     backward pass (forward + gradients - forward; the gradients are summed
     to one scalar so that none is pruned), the weight update (step -
     forward - backward) and the graph's op count, to show where the growth
-    comes from.
+    comes from; and for 7 choices `unselected_weights_ms`, the step minus
+    the same step differentiating and updating only the sampled path's
+    weights: what the zero gradients and RMSProp updates of the unselected
+    ops' weights cost. The rest of the growth is the conds themselves.
 Every step is the search's optimiser (RMSProp with momentum, which keeps
-moving the weights of unselected ops). Every network is built in its own
-graph in this process; measurements are interleaved over several rounds and
-each config keeps its fastest round.
+moving the weights of unselected ops). The supernets' masks are fed, as the
+search's sampled masks are computed: constant masks would let Grappler fold
+the conds and the growth would look smaller than a search's (the 7 vs 1
+ratio read 1.13-1.20 with constants against ~1.38 fed, 28x28, batch 64).
+Every network is built in its own graph in this process; measurements are
+interleaved over several rounds and each config keeps its fastest round.
 
   python bench/step_cost.py --image_size 64 --batch 32 --steps 10
 """
@@ -25,6 +31,7 @@ each config keeps its fastest round.
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from typing import Any, Dict, List, Sequence
@@ -71,16 +78,28 @@ def widest_filters(spec: Any, indices: Sequence[int]) -> List[int]:
   return out
 
 
+def _on_path(name: str, indices: Sequence[int]) -> bool:
+  """Whether an `op_tower` variable belongs to the sampled path.
+
+  Every op decision of the tower selects the same index; a variable under
+  `choices/<j>` for another j belongs to an unselected op.
+  """
+  return all(int(j) == indices[0]
+             for j in re.findall(r'/choices/(\d+)/', name))
+
+
 class Step:
   """One network in its own graph and session, with an RMSProp step."""
 
   def __init__(self, spec, indices, supernet: bool, args,
-               width_form: str = 'masked'):
+               width_form: str = 'masked', sampled_path_only: bool = False):
     self.graph = tf.Graph()
     with self.graph.as_default():
       decisions = schema.decisions(spec)
       if supernet:
-        masks = [tf.constant(np.eye(d.num_choices, dtype=np.float32)[i])
+        # Fed, not constant: the search computes its masks from a sample.
+        masks = [tf.compat.v1.placeholder_with_default(
+            np.eye(d.num_choices, dtype=np.float32)[i], [d.num_choices])
                  for d, i in zip(decisions, indices)]
         spec = schema.with_masks(spec, masks)
         bn_mode = 'batch'
@@ -100,8 +119,12 @@ class Step:
       optimizer = tf.compat.v1.train.RMSPropOptimizer(
           1e-3, decay=0.9, momentum=0.9, epsilon=1.0)
       # Ungated, as the search computes them (search._shared_weight_step).
+      variables = tf.compat.v1.trainable_variables()
+      if sampled_path_only:
+        variables = [v for v in variables if _on_path(v.name, indices)]
       grads_and_vars = optimizer.compute_gradients(
-          loss, gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
+          loss, var_list=variables,
+          gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
       with tf.control_dependencies(updates):
         self.train_op = optimizer.apply_gradients(grads_and_vars)
       self.fetches = {
@@ -152,6 +175,10 @@ def main(argv=None) -> None:
     tower = op_tower(n)
     steps[f'op_choices_{n}'] = Step(
         tower, [0] * len(schema.decisions(tower)), True, args)
+  tower = op_tower(7)
+  steps['op_choices_7_sampled_path_only'] = Step(
+      tower, [0] * len(schema.decisions(tower)), True, args,
+      sampled_path_only=True)
   # (step name, fetch) pairs; the op towers' parts too.
   timed = [(name, 'step') for name in steps]
   timed += [(f'op_choices_{n}', part) for n in (1, 7)
@@ -171,6 +198,8 @@ def main(argv=None) -> None:
         'update_ms': round(best[name, 'step'] - gradients, 2),
         'graph_ops': steps[name].num_ops}
   ms = {name: best[name, 'step'] for name in steps}
+  breakdown['7']['unselected_weights_ms'] = round(
+      ms['op_choices_7'] - ms['op_choices_7_sampled_path_only'], 2)
   result = {
       'supernet_vs_standalone_ratio':
           ms['supernet'] / ms['standalone_widest'],
