@@ -61,10 +61,9 @@ RETAKE_WAIT_S = 1.0
 # network is therefore timed before and after each architecture; its fastest
 # run over the fastest seen in this calibration (`reference_ratio`) above
 # QUIET_RATIO means the machine was busy, and the architecture is timed
-# again. A measurement still above DISTURBED_RATIO after its retakes is left
-# out of the fit (and counted in its report).
+# again. A measurement still above `max_reference_ratio` (default 1.10)
+# after its retakes is left out of the fit (and counted in its report).
 QUIET_RATIO = 1.05
-DISTURBED_RATIO = 1.10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +87,11 @@ class CalibrationConfig:
       'min', 'Timing the model predicts: min (the fastest timed run: robust '
       'to other work on a shared machine, as timeit advises) or median (what '
       'phone benchmarks report).', choices=STATISTICS)
+  # A fit setting like the statistic: a refit may change it.
+  max_reference_ratio: float = option(
+      1.10, 'Leave out of the fit a measurement whose reference network ran '
+      'this many times slower than its fastest (other work on the machine); '
+      'a large value keeps every measurement.')
   adb: str = option('adb', 'adb binary (backend adb).')
   device_serial: Optional[str] = option(None, 'adb device serial.')
   benchmark_binary: Optional[str] = option(
@@ -102,6 +106,8 @@ class CalibrationConfig:
             f'{name} must be positive, got {getattr(self, name)}')
     check(self.warmup_runs >= 0,
           f'warmup_runs must be >= 0, got {self.warmup_runs}')
+    check(self.max_reference_ratio >= 1.0,
+          f'max_reference_ratio must be >= 1, got {self.max_reference_ratio}')
     check(self.backend in BACKENDS, f'unknown backend {self.backend!r}; '
           f'valid choices: {", ".join(BACKENDS)}')
     check(self.backend != 'adb' or bool(self.benchmark_binary),
@@ -115,9 +121,11 @@ class CalibrationConfig:
 
   def settings(self) -> Dict[str, Any]:
     """What a resume must agree with (all but num_samples, output_dir and
-  the statistic fitted)."""
+  the fit's settings)."""
     values = dataclasses.asdict(self)
-    del values['num_samples'], values['output_dir'], values['statistic']
+    for name in ('num_samples', 'output_dir', 'statistic',
+                 'max_reference_ratio'):
+      del values[name]
     return values
 
 
@@ -477,15 +485,16 @@ def fit(config: CalibrationConfig, spec: Any,
         device: Optional[Dict[str, Any]] = None) -> Fit:
   """Fits on all but every HOLDOUT-th measurement and reports on those.
 
-  Measurements still disturbed after their retakes (`DISTURBED_RATIO`) are
-  in neither part; the report counts them (`disturbed_left_out`).
+  Measurements still disturbed after their retakes (`max_reference_ratio`)
+  are in neither part; the report counts them (`disturbed_left_out`).
   """
   quiet = np.array([m.reference_ratio is None
-                    or m.reference_ratio <= DISTURBED_RATIO
+                    or m.reference_ratio <= config.max_reference_ratio
                     for m in measurements], dtype=bool)
   check(int(quiet.sum()) >= 2 * HOLDOUT,
         f'need at least {2 * HOLDOUT} undisturbed measurements to fit and '
-        f'hold out, got {int(quiet.sum())} of {len(measurements)}')
+        f'hold out, got {int(quiet.sum())} of {len(measurements)}; measure '
+        f'more (--num_samples) or keep more (--max_reference_ratio)')
   context = config.context
   names = measured.feature_names(spec, context)
   rows = np.array([measured.features(
