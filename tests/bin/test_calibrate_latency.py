@@ -31,7 +31,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   output_dir = tmp_path / 'cal'
   done = subprocess.run([sys.executable, TOOL, f'--output_dir={output_dir}',
                          *flags], capture_output=True, text=True, cwd=ROOT,
-                        timeout=120, check=False)
+                        timeout=600, check=False)
   assert done.returncode == 2, done.stderr
   lines = [l for l in done.stderr.splitlines() if l.strip()]
   assert len(lines) == 1, done.stderr
