@@ -119,6 +119,7 @@ def test_measurements_the_reference_calls_disturbed_are_left_out(tmp_path):
   result = calibration.fit(config, spec, done, {'backend': 'synthetic'})
   report = result.model.heldout
   assert report['disturbed_left_out'] == 3
+  assert result.model.device['max_reference_ratio'] == 1.10  # Recorded.
   assert report['count'] == 5
   # Left in, the 45% slower timings would bias the fit.
   assert report['mape_percent'] < 1e-6

@@ -510,7 +510,8 @@ def fit(config: CalibrationConfig, spec: Any,
       search_space=config.search_space,
       image_size=config.image_size, input_channels=config.input_channels,
       num_classes=config.num_classes,
-      device=dict(device or {}, statistic=config.statistic))
+      device=dict(device or {}, statistic=config.statistic,
+                  max_reference_ratio=config.max_reference_ratio))
   predicted = [float(model.predict(r)) for r in rows[test]]
   report = measured.error_report(predicted, latencies[test])
   report['disturbed_left_out'] = int((~quiet).sum())
