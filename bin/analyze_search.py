@@ -43,7 +43,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       ', '.join(report.FORMATS), **fv)
   flags.DEFINE_string('plot', None, 'Also draw choice probabilities, '
                       'estimated cost and reward over steps into this local '
-                      'image file (.png, .pdf, .svg, ...); needs matplotlib.',
+                      'image file (.png, .pdf, .svg, ...; PNG without an '
+                      'extension); needs matplotlib.',
                       **fv)
 
 
@@ -83,7 +84,8 @@ def _check_plot_format(path: str) -> None:
     return  # report.plot_history says how to install it.
   formats = backend_bases.FigureCanvasBase.get_supported_filetypes()
   extension = os.path.splitext(path)[1][1:].lower()
-  if extension and extension not in formats:  # None: matplotlib's png.
+  # No extension: PNG (`_plot`).
+  if extension and extension not in formats:
     raise cli.UsageError(f'--plot={path}: unknown image format '
                          f'{extension!r}; valid choices: '
                          f'{", ".join(sorted(formats))}')
@@ -92,7 +94,7 @@ def _check_plot_format(path: str) -> None:
 def _plot(path: str, spec, scalars, result: analysis.Analysis) -> None:
   """Draws the history; a failure leaves an earlier file at `path` as is."""
   try:
-    with cli.atomic_output_file(path) as temporary:
+    with cli.atomic_output_file(path, default_extension='.png') as temporary:
       report.plot_history(temporary, spec, scalars, title=(
           f'{result.search_space} in {result.model_dir}'))
   except OSError as e:

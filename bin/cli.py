@@ -82,11 +82,33 @@ def resolve_auto_bool(value: str, auto: bool) -> bool:
   return auto if value == AUTO else value == TRUE
 
 
+def check_no_empty_values(flag_values: flags.FlagValues = flags.FLAGS
+                          ) -> None:
+  """Refuses `--name=` for a string flag whose default is unset (None).
+
+  An empty value would read as the flag left out (a plot not drawn, a cost
+  model file not read, the latest checkpoint exported), which silently does
+  something else than the user asked.
+
+  Raises:
+    UsageError: naming the first such flag.
+  """
+  for name in sorted(flag_values):
+    flag = flag_values[name]
+    if (flag.present and flag.value == '' and flag.default is None and
+        flag.flag_type() == 'string'):
+      raise UsageError(f'--{name} is empty; give a value or leave the flag '
+                       'out')
+
+
 def _parse_flags(argv):
   try:
-    return flags.FLAGS(argv)
+    argv = flags.FLAGS(argv)
+    check_no_empty_values()
   except flags.Error as e:
     fail(str(e).splitlines()[0])
+  except UsageError as e:
+    fail(str(e))
   return argv
 
 
@@ -178,24 +200,30 @@ def check_output_file(flag: str, path: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_output_file(path: str) -> Iterator[str]:
+def atomic_output_file(path: str, default_extension: str = ''
+                       ) -> Iterator[str]:
   """Yields a temporary name for `path`; renames it into place on success.
 
   A failure or a kill leaves `path` as it was: an earlier file is replaced
   only by a complete new one. The temporary name lies next to `path` (the
-  same file system, so the rename is atomic) and keeps its extension, which
+  same file system, so the rename is atomic) and has its extension, which
   writers such as matplotlib read the format from.
 
   Args:
     path: the local file to write.
+    default_extension: the temporary's extension when `path` has none
+      (e.g. '.png'): matplotlib would otherwise append its default one to
+      the name it was given, and the file would never be renamed.
 
   Yields:
     The name to write instead of `path`.
   """
   directory, name = os.path.split(path)
   root, extension = os.path.splitext(name)
-  temporary = os.path.join(directory,
-                           f'.{root}.tmp{os.getpid()}{extension}')
+  # No dot before the pid: it would become the extension of a `path`
+  # without one.
+  temporary = os.path.join(
+      directory, f'.{root}-tmp{os.getpid()}{extension or default_extension}')
   try:
     yield temporary
     os.replace(temporary, path)

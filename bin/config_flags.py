@@ -186,9 +186,11 @@ def num_replicas(flag_values: flags.FlagValues = flags.FLAGS) -> int:
 
   Raises:
     cli.UsageError: for --use_tpu without --tpu. The config checks the rest
-      (replicas and batches).
+      (a positive count, replicas and batches): a given 0 is passed on, to
+      be refused, not taken for the default.
   """
   if flag_values.use_tpu and not flag_values.tpu:
     raise cli.UsageError('--use_tpu needs --tpu=NAME (or a grpc:// address)')
-  return flag_values.num_replicas or (
-      DEFAULT_TPU_REPLICAS if flag_values.use_tpu else 1)
+  if flag_values.num_replicas is not None:
+    return flag_values.num_replicas
+  return DEFAULT_TPU_REPLICAS if flag_values.use_tpu else 1

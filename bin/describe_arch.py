@@ -32,14 +32,11 @@ import search_spaces
 from . import cli
 from . import resolve
 from tunas_search import architecture
+from tunas_search import config as config_lib
 from tunas_search import cost_models
 from tunas_search import schema
 
 FORMATS = ('text', 'json')
-# The smallest input the tools take: tunas_search.data.MIN_IMAGE_SIZE (28,
-# MNIST-sized), repeated because importing tunas_search.data loads
-# TensorFlow, which this tool otherwise never needs.
-MIN_IMAGE_SIZE = 28
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -57,7 +54,9 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_integer('num_classes', 1000, 'Classifier outputs.',
                        lower_bound=1, flag_values=flag_values)
   flags.DEFINE_integer('image_size', 224, 'Input height and width '
-                       f'({MIN_IMAGE_SIZE} or more).', flag_values=flag_values)
+                       f'({config_lib.MIN_IMAGE_SIZE}..'
+                       f'{config_lib.MAX_IMAGE_SIZE}).',
+                       flag_values=flag_values)
   flags.DEFINE_integer('input_channels', 3, 'Input channels.', lower_bound=1,
                        flag_values=flag_values)
   flags.DEFINE_string('format', 'text', 'Output format: ' +
@@ -97,11 +96,8 @@ def describe(space_name: str, indices: Optional[str] = None,
 
   Raises:
     cli.UsageError: unknown space, indices that do not fit it, or an image
-      size below MIN_IMAGE_SIZE.
+      size outside the configs' range (`resolve.check_image_size`).
   """
-  if image_size < MIN_IMAGE_SIZE:
-    raise cli.UsageError(f'--image_size={image_size} is too small; valid: '
-                         f'{MIN_IMAGE_SIZE} or more')
   space = resolve.search_space(space_name, image_size=image_size)
   spec = space.spec()
   try:

@@ -41,8 +41,8 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string('export_dir', None, 'Output directory (default: '
                       '<model_dir>/export; an earlier export is replaced).',
                       **fv)
-  flags.DEFINE_string('checkpoint', None, 'Checkpoint prefix (default: the '
-                      'latest in --model_dir).', **fv)
+  flags.DEFINE_string('checkpoint', None, 'Checkpoint prefix of --model_dir, '
+                      'e.g. model.ckpt-1000 (default: the latest).', **fv)
   flags.DEFINE_bool('tflite', True, 'Also write the float TFLite model.', **fv)
 
 
@@ -55,11 +55,18 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
     raise cli.UsageError('--model_dir is required')
   if f.export_dir:
     cli.check_output_dir('export_dir', f.export_dir)
-  from tunas_search import export  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tunas_search import export
+  from tunas_search import model_dir as model_dir_lib
+  # pylint: enable=g-import-not-at-top
   try:
-    result = export.export_run(f.model_dir, f.export_dir, f.checkpoint,
+    # Named as --resume_from is, listing the run's checkpoints; before the
+    # export builds anything.
+    checkpoint = f.checkpoint and model_dir_lib.find_checkpoint(
+        f.model_dir, f.checkpoint, flag='checkpoint')
+    result = export.export_run(f.model_dir, f.export_dir, checkpoint,
                                tflite=f.tflite)
-  except export.ExportError as e:
+  except (export.ExportError, model_dir_lib.ModelDirError) as e:
     raise cli.UsageError(str(e)) from None
   except export.ExportFailedError as e:
     cli.fail(f'{e}; the earlier export, if any, is unchanged',

@@ -15,6 +15,7 @@ from search_spaces import SearchSpaceError
 from search_spaces import SpecError
 from . import cli
 from tunas_search import architecture
+from tunas_search import config as config_lib
 from tunas_search import cost_models
 from tunas_search.registry import UnknownNameError
 
@@ -37,13 +38,15 @@ def search_space(name: Optional[str], *, searchable: bool = False,
   Args:
     name: the flag's value.
     searchable: refuse reference nets (a search or a random sample).
-    image_size: check a user's strides against this input side.
+    image_size: check it against the valid range (`check_image_size`) and
+      a user's strides against it.
 
   Returns:
     The space.
 
   Raises:
-    cli.UsageError: unknown or missing name, a user's space that cannot be
+    cli.UsageError: unknown or missing name (listing the names this tool
+      takes), an image size out of range, a user's space that cannot be
       loaded or fails validation (naming the path in the spec), or a
       reference net where a space is needed.
   """
@@ -52,12 +55,19 @@ def search_space(name: Optional[str], *, searchable: bool = False,
   if not name:
     raise cli.UsageError('--search_space is required; valid choices: '
                          f'{", ".join(valid)}, {USER_SPACES}')
+  if image_size is not None:
+    check_image_size(image_size)
   try:
     space = search_spaces.get(name)
     if image_size is not None:
       search_spaces.check_image_size(space, image_size)
   except UnknownNameError as e:
-    raise cli.UsageError(str(e)) from None
+    if not searchable:
+      raise cli.UsageError(str(e)) from None
+    # search_spaces.get lists the reference nets too, which this tool
+    # refuses.
+    raise cli.UsageError(f'unknown search space {name!r}; valid choices: '
+                         f'{", ".join(valid)}, {USER_SPACES}') from None
   except (SearchSpaceError, SpecError) as e:
     raise cli.UsageError(f'--search_space={e}') from None
   if searchable and space.is_reference:
@@ -67,27 +77,40 @@ def search_space(name: Optional[str], *, searchable: bool = False,
   return space
 
 
+def check_image_size(image_size: int) -> None:
+  """Raises a UsageError for an image size outside the configs' range.
+
+  The one rule of every tool (`config.check_image_size`), whether or not
+  the tool builds a config.
+  """
+  try:
+    config_lib.check_image_size(image_size)
+  except config_lib.ConfigError as e:
+    raise cli.UsageError(str(e)) from None
+
+
 def check_cost_model(cost_model: str, space: search_spaces.SearchSpace,
-                     context: Optional['cost_models.CostContext'] = None
-                     ) -> None:
+                     context: Optional['cost_models.CostContext'] = None,
+                     allow_none: bool = True) -> None:
   """Raises a UsageError unless `cost_model` can score `space`.
 
   Args:
     cost_model: a registered cost model, or cost_models.NONE.
     space: the space.
     context: where costs are scored (default: the space's Pixel-1 name).
+    allow_none: whether the tool takes cost_models.NONE (a search does, a
+      cost window does not); the errors list it only then.
   """
-  if cost_model == cost_models.NONE:
+  extra = [cost_models.NONE] if allow_none else []
+  if allow_none and cost_model == cost_models.NONE:
     return
-  model = cli.get_or_usage(cost_models.get, cost_model,
-                           extra=[cost_models.NONE])
+  model = cli.get_or_usage(cost_models.get, cost_model, extra=extra)
   space_name = context.space_name if context else (space.pixel1_model or
                                                    space.name)
   spec = space.spec()
   if model.applies(space_name, spec):
     return
-  others = ', '.join([*cost_models.applicable(space_name, spec),
-                      cost_models.NONE])
+  others = ', '.join([*cost_models.applicable(space_name, spec), *extra])
   why = ''
   if cost_model == search_spaces.PIXEL1_LATENCY:
     pixel1 = sorted({s.pixel1_model for _, s in search_spaces.REGISTRY.items()

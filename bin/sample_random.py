@@ -31,6 +31,7 @@ from absl import flags
 
 from . import cli
 from . import resolve
+from tunas_search import config as config_lib
 from tunas_search import cost_models
 from tunas_search import random_search
 
@@ -50,11 +51,13 @@ flags.DEFINE_float('min_cost', None, 'Lower end of the cost window, in the '
 flags.DEFINE_float('max_cost', None, 'Upper end of the cost window '
                    '(default: none).')
 flags.DEFINE_integer('num_samples', 1, 'Architectures to print.')
-flags.DEFINE_integer('seed', None, 'Random seed (default: a fresh one).')
+flags.DEFINE_integer('seed', None, 'Random seed, 0 or more (default: a '
+                     'fresh one).')
 flags.DEFINE_integer('max_attempts', random_search.DEFAULT_MAX_ATTEMPTS,
                      'Give up after drawing this many architectures.')
-flags.DEFINE_integer('image_size', 224, 'Input height and width (madds).',
-                     lower_bound=1)
+flags.DEFINE_integer('image_size', 224, 'Input height and width (madds; '
+                     f'{config_lib.MIN_IMAGE_SIZE}..'
+                     f'{config_lib.MAX_IMAGE_SIZE}).')
 flags.DEFINE_integer('num_classes', 1000, 'Classifier outputs (madds, '
                      'params).', lower_bound=1)
 flags.DEFINE_integer('input_channels', 3, 'Input channels.', lower_bound=1)
@@ -71,8 +74,15 @@ def main(argv):
                                image_size=FLAGS.image_size)
   cost_model = (FLAGS.cost_model if FLAGS['cost_model'].present
                 else space.cost_model)
-  resolve.check_cost_model(cost_model, space)
+  # A cost window needs a cost: no `none` here.
+  resolve.check_cost_model(cost_model, space, allow_none=False)
   model = cli.get_or_usage(cost_models.get, cost_model)
+  try:
+    # The rules of a search's config, so that both tools take the same flags.
+    config_lib.check_seed(FLAGS.seed)
+    config_lib.check_cost_model_file(model.name, FLAGS.cost_model_file)
+  except config_lib.ConfigError as e:
+    raise cli.UsageError(str(e)) from None
   context = cost_models.CostContext(
       space.pixel1_model or space.name, image_size=FLAGS.image_size,
       num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels,

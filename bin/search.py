@@ -146,7 +146,10 @@ def build_config(f: flags.FlagValues = FLAGS) -> SearchConfig:
   """
   space = _search_space(f)
   info = _dataset_info(f)
-  image_size = f.image_size or info.default_image_size
+  # `is None`, not `or`: a given 0 is refused, not taken for the default.
+  image_size = (info.default_image_size if f.image_size is None
+                else f.image_size)
+  resolve.check_image_size(image_size)
   with resolve.usage_errors():
     search_spaces.check_image_size(space, image_size)
   values = _values(f, space)

@@ -157,8 +157,10 @@ def build_config(f: flags.FlagValues = flags.FLAGS):
     if info.num_examples(f.train_split) is None and f.max_steps is None:
       raise cli.UsageError(f'the size of the {f.train_split} split of '
                            f'{dataset} is unknown; give --max_steps')
-    image_size = f.image_size or (search.image_size if search
-                                  else info.default_image_size)
+    # `is None`, not `or`: a given 0 is refused, not taken for the default.
+    image_size = f.image_size
+    if image_size is None:
+      image_size = search.image_size if search else info.default_image_size
     if not search:
       resolve.search_space(name, image_size=image_size)
     return TrainEvalConfig(

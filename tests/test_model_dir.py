@@ -45,6 +45,7 @@ def _prefix(directory, step):
 def test_second_holder_is_refused_with_pid_and_host(tmp_path):
   directory = str(tmp_path / 'run')
   with model_dir_lib.exclusive(directory) as lock:
+    lock.acquire()
     with pytest.raises(ModelDirError, match='in use by another process'):
       with model_dir_lib.exclusive(directory):
         pass
@@ -87,9 +88,80 @@ def test_model_dir_under_a_file_is_one_line(tmp_path):
   blocker = tmp_path / 'file'
   blocker.write_text('x')
   with pytest.raises(ModelDirError, match=r'cannot use model dir .*file/run'):
-    with model_dir_lib.exclusive(str(blocker / 'run')):
-      pass
+    with model_dir_lib.exclusive(str(blocker / 'run')) as lock:
+      lock.acquire()
   assert blocker.read_text() == 'x'
+
+
+def test_a_new_dir_is_created_only_when_the_run_goes_ahead(tmp_path):
+  directory = tmp_path / 'new' / 'run'
+  # A run refused by its checks (here: an exception in the block).
+  with pytest.raises(ModelDirError, match='refused'):
+    with model_dir_lib.exclusive(str(directory)):
+      model_dir_lib.check(str(directory))
+      raise ModelDirError('refused')
+  assert os.listdir(tmp_path) == []
+  with model_dir_lib.exclusive(str(directory)) as lock:
+    assert os.listdir(tmp_path) == []
+    lock.acquire()
+    lock.acquire()  # Once is enough; again does nothing.
+    assert os.listdir(directory) == []
+    with pytest.raises(ModelDirError, match='in use by another process'):
+      with model_dir_lib.exclusive(str(directory)):
+        pass
+  with model_dir_lib.exclusive(str(directory)):  # Released at exit.
+    pass
+
+
+def test_a_new_dir_written_by_another_run_meanwhile_is_refused(tmp_path):
+  directory = tmp_path / 'run'
+  with model_dir_lib.exclusive(str(directory)) as lock:
+    # The other run created and wrote the dir after this run's checks.
+    directory.mkdir()
+    (directory / 'config.json').write_text('{}')
+    with pytest.raises(ModelDirError, match='was written by another run '
+                       'while this one started; rerun to resume it'):
+      lock.acquire()
+  assert os.listdir(directory) == ['config.json']
+
+
+def test_resume_from_needs_the_dir_and_one_of_its_checkpoints(tmp_path):
+  missing = str(tmp_path / 'missing')
+  with pytest.raises(ModelDirError, match=(
+      f'^--resume_from=model.ckpt-2: model dir {missing} does not exist$')):
+    model_dir_lib.check(missing, resume_from='model.ckpt-2')
+  # An empty dir holds no checkpoint (not "checkpoints but no config.json").
+  with pytest.raises(ModelDirError, match=(
+      f'^--resume_from=model.ckpt-2 is not a checkpoint of {tmp_path}; '
+      'checkpoints: none$')):
+    model_dir_lib.check(str(tmp_path), resume_from='model.ckpt-2')
+  _write_checkpoints(str(tmp_path))
+  model_dir_lib.check(str(tmp_path), resume_from='model.ckpt-2')
+  os.remove(tmp_path / 'config.json')
+  with pytest.raises(ModelDirError, match='holds checkpoints but no '
+                     'config.json'):
+    model_dir_lib.check(str(tmp_path), resume_from='model.ckpt-2')
+  assert not os.path.exists(missing)
+
+
+def test_find_checkpoint_takes_every_spelling_and_names_the_flag(
+    tmp_path, monkeypatch):
+  directory = tmp_path / 'run'
+  directory.mkdir()
+  _write_checkpoints(str(directory))
+  expected = _prefix(str(directory), 2)
+  monkeypatch.chdir(tmp_path)
+  for spelling in ('model.ckpt-2', 'run/model.ckpt-2', expected,
+                   './run/../run/model.ckpt-2'):
+    assert model_dir_lib.find_checkpoint('run', spelling) == os.path.join(
+        'run', 'model.ckpt-2'), spelling
+    assert model_dir_lib.find_checkpoint(str(directory), spelling) == (
+        expected), spelling
+  with pytest.raises(ModelDirError, match=(
+      r'^--checkpoint=run/config.json is not a checkpoint of run; '
+      r'checkpoints: model.ckpt-1, model.ckpt-2, model.ckpt-3$')):
+    model_dir_lib.find_checkpoint('run', 'run/config.json',
+                                  flag='checkpoint')
 
 
 def test_intact_dir_and_new_dir_pass(tmp_path):

@@ -104,12 +104,14 @@ def load_search(model_dir: str) -> Tuple[SearchConfig, Any]:
   """Reads the config and model spec a search wrote at its start.
 
   Raises:
-    AnalysisError: if the dir does not exist, is not a search dir or holds
-      unreadable files.
+    AnalysisError: if the dir does not exist or is a file, is not a search
+      dir (a train_eval run's included) or holds unreadable files.
   """
   gfile = tf.io.gfile
   if not gfile.isdir(model_dir):
-    raise AnalysisError(f'model dir {model_dir} does not exist')
+    raise AnalysisError(f'model dir {model_dir} ' + (
+        'is a file, not a directory' if gfile.exists(model_dir)
+        else 'does not exist'))
   config_path = os.path.join(model_dir, config_lib.CONFIG_FILENAME)
   spec_path = os.path.join(model_dir, config_lib.MODEL_SPEC_FILENAME)
   for path in (config_path, spec_path):
@@ -121,6 +123,8 @@ def load_search(model_dir: str) -> Tuple[SearchConfig, Any]:
       config = SearchConfig.from_json(f.read())
     with gfile.GFile(spec_path) as f:
       spec = serialization.loads(f.read())
+  except config_lib.OtherJobError as e:
+    raise AnalysisError(e.of(model_dir)) from None
   except (ValueError, TypeError) as e:
     raise AnalysisError(f'cannot read the search in {model_dir}: '
                         f'{str(e).splitlines()[0]}') from None

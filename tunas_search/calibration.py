@@ -14,6 +14,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 import tempfile
 import time
@@ -26,6 +27,8 @@ from tunas_search import architecture
 from tunas_search import schema
 from tunas_search.config import ConfigError
 from tunas_search.config import check
+from tunas_search.config import check_image_size
+from tunas_search.config import check_seed
 from tunas_search.config import option
 from tunas_search.cost_models import analytic
 from tunas_search.cost_models import base
@@ -47,6 +50,9 @@ POOL = 2000
 BINS = 10
 # Every HOLDOUT-th measurement is held out of the fit.
 HOLDOUT = 5
+# The fewest undisturbed measurements a fit takes: two held out, eight to
+# fit on.
+MIN_MEASUREMENTS = 2 * HOLDOUT
 # A median this much above the fastest run means other work shared the CPU
 # during the timing: the architecture is timed again (at most RETAKES more
 # times, RETAKE_WAIT_S apart) and the least disturbed timing is kept.
@@ -100,8 +106,12 @@ class CalibrationConfig:
   def __post_init__(self):
     check(bool(self.search_space), 'search_space is required')
     check(bool(self.output_dir), 'output_dir is required')
-    for name in ('num_samples', 'image_size', 'input_channels', 'num_classes',
-                 'threads', 'runs'):
+    check(self.num_samples >= MIN_MEASUREMENTS,
+          f'num_samples must be at least {MIN_MEASUREMENTS} (the fit holds '
+          f'out every {HOLDOUT}th measurement), got {self.num_samples}')
+    check_image_size(self.image_size)
+    check_seed(self.seed)
+    for name in ('input_channels', 'num_classes', 'threads', 'runs'):
       check(getattr(self, name) > 0,
             f'{name} must be positive, got {getattr(self, name)}')
     check(self.warmup_runs >= 0,
@@ -284,6 +294,47 @@ def _measure_adb(config: CalibrationConfig, model: bytes) -> Dict[str, float]:
   return parse_benchmark_output(output)
 
 
+# What check_backend's probe prints on the device: whether the benchmark
+# binary can be run. Anything else means adb did not reach the device.
+_PROBE_OK, _PROBE_MISSING = 'tunas-calibration-ok', 'tunas-calibration-missing'
+
+
+def check_backend(config: CalibrationConfig) -> None:
+  """Refuses an adb backend whose adb or benchmark_model cannot be run.
+
+  Called before anything is written, so that a bad path is a one-line error
+  rather than a failure after the calibration's files were created. Asks the
+  device (one `adb shell`) whether the benchmark binary is executable.
+
+  Raises:
+    ConfigError: if `adb` is not an executable, the device cannot be
+      reached, or `benchmark_binary` is not executable on it.
+  """
+  if config.backend != 'adb':
+    return
+  adb = shlex.split(config.adb)
+  if not adb or shutil.which(adb[0]) is None:
+    raise ConfigError(f'adb {config.adb!r} is not an executable file; give '
+                      'the path of adb (Android platform tools) with --adb')
+  serial = ['-s', config.device_serial] if config.device_serial else []
+  probe = (f'if test -x {shlex.quote(config.benchmark_binary)}; then echo '
+           f'{_PROBE_OK}; else echo {_PROBE_MISSING}; fi')
+  command = adb + serial + ['shell', probe]
+  try:
+    done = subprocess.run(command, capture_output=True, text=True,
+                          check=False, timeout=120)
+  except (OSError, subprocess.TimeoutExpired) as e:
+    raise ConfigError(f'cannot run {shlex.join(command)}: {e}') from None
+  if _PROBE_MISSING in done.stdout:
+    raise ConfigError(f'benchmark_binary {config.benchmark_binary} is not an '
+                      'executable file on the device; push TensorFlow Lite\'s '
+                      'benchmark_model there (adb push) and chmod +x it')
+  if _PROBE_OK not in done.stdout:
+    output = (done.stderr or done.stdout).strip().splitlines()
+    raise ConfigError(f'cannot reach the device with {shlex.join(adb + serial)}'
+                      f' ({output[-1] if output else done.returncode})')
+
+
 def reference_spec() -> ConvTower:
   """The fixed network timed next to every measurement (`QUIET_RATIO`):
   a stem and four inverted bottlenecks, ~0.6 ms at REFERENCE_SIZE on this
@@ -397,8 +448,15 @@ def calibrate(config: CalibrationConfig, spec: Any,
     measure_fn: `(config, spec, indices) -> {'latency_ms', 'min_ms'}`;
       default `measure` with a `Reference` on this CPU (tests substitute a
       synthetic device); may add 'reference_ratio'.
+
+  Raises:
+    ConfigError: if the backend cannot be run (`check_backend`, checked
+      before anything is written), or `output_dir` holds a calibration with
+      other settings or measurements off the plan.
   """
-  measure_fn = measure_fn or _default_measure()
+  if measure_fn is None:
+    check_backend(config)
+    measure_fn = _default_measure()
   os.makedirs(config.output_dir, exist_ok=True)
   _check_settings(config)
   path = os.path.join(config.output_dir, MEASUREMENTS)
@@ -491,9 +549,9 @@ def fit(config: CalibrationConfig, spec: Any,
   quiet = np.array([m.reference_ratio is None
                     or m.reference_ratio <= config.max_reference_ratio
                     for m in measurements], dtype=bool)
-  check(int(quiet.sum()) >= 2 * HOLDOUT,
-        f'need at least {2 * HOLDOUT} undisturbed measurements to fit and '
-        f'hold out, got {int(quiet.sum())} of {len(measurements)}; measure '
+  check(int(quiet.sum()) >= MIN_MEASUREMENTS,
+        f'need at least {MIN_MEASUREMENTS} undisturbed measurements to fit '
+        f'and hold out, got {int(quiet.sum())} of {len(measurements)}; measure '
         f'more (--num_samples) or keep more (--max_reference_ratio)')
   context = config.context
   names = measured.feature_names(spec, context)

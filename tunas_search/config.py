@@ -58,6 +58,24 @@ class ConfigError(ValueError):
   """A configuration value is invalid or incompatible with the model dir."""
 
 
+class OtherJobError(ConfigError):
+  """A config.json written by another kind of job than the one expected.
+
+  Attributes:
+    found: what the file holds ('train_eval run').
+    expected: what was expected ('search').
+  """
+
+  def __init__(self, found: str, expected: str):
+    super().__init__(f'{CONFIG_FILENAME} holds a {found}, not a {expected}')
+    self.found = found
+    self.expected = expected
+
+  def of(self, model_dir: str) -> str:
+    """The message for `model_dir`, the dir holding the file."""
+    return f'{model_dir} holds a {self.found}, not a {self.expected}'
+
+
 # Keys of a field's metadata (see `option`).
 HELP = 'help'
 CHOICES = 'choices'
@@ -325,7 +343,18 @@ class SearchConfig(TrainingFields):
 
   @classmethod
   def from_json(cls, text: str) -> 'SearchConfig':
-    return cls.from_json_values(json.loads(text))
+    """Parses `to_json()`'s output.
+
+    Raises:
+      OtherJobError: for a train_eval run's config.json.
+      ConfigError: for unknown fields or invalid values.
+    """
+    values = json.loads(text)
+    # A train_eval run's config names its architecture (`indices`), which a
+    # search's never does: said as such, not as a list of unknown fields.
+    if isinstance(values, dict) and 'indices' in values:
+      raise OtherJobError('train_eval run', 'search')
+    return cls.from_json_values(values)
 
   def incompatibilities(self, other: 'SearchConfig') -> Dict[str, Any]:
     """Fields that may not change on resume: name -> (old, new).
@@ -342,6 +371,41 @@ def check(condition: bool, message: str) -> None:
   """Raises ConfigError(message) unless `condition`."""
   if not condition:
     raise ConfigError(message)
+
+
+def check_seed(seed: Optional[int]) -> None:
+  """Refuses a negative seed (numpy's generators take none); None is fine.
+
+  The one rule for every job's seed: a search's, a train_eval run's, a
+  calibration's and a random sample's.
+  """
+  check(seed is None or seed >= 0, f'seed must be >= 0, got {seed}')
+
+
+def check_image_size(image_size: int) -> None:
+  """Refuses an input side outside MIN_IMAGE_SIZE..MAX_IMAGE_SIZE.
+
+  The one rule for every tool that takes an image size.
+  """
+  check(MIN_IMAGE_SIZE <= image_size <= MAX_IMAGE_SIZE,
+        f'image_size {image_size} is outside the valid range '
+        f'{MIN_IMAGE_SIZE}..{MAX_IMAGE_SIZE}')
+
+
+def check_cost_model_file(cost_model: str,
+                          cost_model_file: Optional[str]) -> None:
+  """A latency model file goes with cost model `measured`, and only with it.
+
+  Raises:
+    ConfigError: for `measured` without a file, or a file with another
+      cost model (which would silently ignore it).
+  """
+  if cost_model == 'measured':
+    check(bool(cost_model_file), 'cost_model=measured needs cost_model_file '
+          '(a latency_model.json of bin/calibrate_latency.py)')
+  else:
+    check(not cost_model_file, 'cost_model_file is only read by '
+          f'cost_model=measured, not {cost_model!r}')
 
 
 def _check_finite(c: Any) -> None:
@@ -383,9 +447,8 @@ def validate_training(c: Any, mirrored: bool = False) -> None:
   check(mirrored or c.use_tpu or c.num_replicas == 1,
         f'num_replicas={c.num_replicas} needs use_tpu; CPU/GPU runs use one '
         'replica')
-  check(MIN_IMAGE_SIZE <= c.image_size <= MAX_IMAGE_SIZE,
-        f'image_size {c.image_size} is outside the valid range '
-        f'{MIN_IMAGE_SIZE}..{MAX_IMAGE_SIZE}')
+  check_image_size(c.image_size)
+  check_seed(c.seed)
   check(c.num_classes > 1, f'num_classes must be > 1, got {c.num_classes}')
   check(c.max_steps is None or c.max_steps > 0,
         f'max_steps must be positive, got {c.max_steps}')
@@ -446,11 +509,7 @@ def _validate(c: SearchConfig) -> None:
         f'{c.rl_temperature}')
   check(c.cost_model == 'none' or c.rl_cost_model_target is not None,
         f'cost model {c.cost_model!r} needs rl_cost_model_target')
-  check((c.cost_model == 'measured') == bool(c.cost_model_file),
-        'cost_model=measured needs cost_model_file (a latency_model.json of '
-        'bin/calibrate_latency.py)' if c.cost_model == 'measured' else
-        f'cost_model_file is only read by cost_model=measured, not '
-        f'{c.cost_model!r}')
+  check_cost_model_file(c.cost_model, c.cost_model_file)
   check(c.rl_cost_model_target is None or c.rl_cost_model_target > 0,
         f'rl_cost_model_target must be positive, got '
         f'{c.rl_cost_model_target}')
@@ -509,6 +568,9 @@ def _load_existing(cls, path: str):
   """
   try:
     return cls.from_json(_read(path))
+  except OtherJobError as e:
+    raise ConfigError(f'model dir {e.of(os.path.dirname(path))}; use '
+                      'another --model_dir') from None
   except ConfigError as e:
     raise ConfigError(f'{path} cannot be used: {e}') from None
   except (ValueError, TypeError, AttributeError) as e:

@@ -258,7 +258,9 @@ def _restore(session: tf1.Session, checkpoint: str) -> int:
   saver = tf1.train.Saver(tf1.global_variables())
   try:
     saver.restore(session, checkpoint)
-  except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError) as e:
+  # ValueError: a path that is no checkpoint at all.
+  except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
+          ValueError) as e:
     raise ExportError(f'cannot restore {checkpoint}: {_first_line(e)}'
                       ) from None
   return int(session.run(step))

@@ -4,7 +4,8 @@ A model dir holds a run's `config.json`, `model_spec.json`, checkpoints and
 summaries. Nothing a user ran may be lost or silently replaced, so:
   * `exclusive` holds an OS lock on the dir for a run's lifetime; a second run
     is refused (the OS drops the lock of a killed process, so `kill -9` never
-    leaves a stale lock);
+    leaves a stale lock); a new dir is created only once the run's checks
+    have passed, so a refused run leaves no empty dir behind;
   * `check` refuses a dir whose checkpoints are damaged (a garbage checkpoint
     state file, a truncated or missing data file, checkpoints without
     `config.json`) instead of letting TensorFlow restart from step 0 over the
@@ -52,17 +53,67 @@ def _is_local(path: str) -> bool:
 
 
 class Lock:
-  """A held model-dir lock; `record_holder` says who holds it."""
+  """A model-dir lock, held from `acquire` until `exclusive` ends.
 
-  def __init__(self, model_dir: str):
+  The lock is an OS lock (flock) on the directory itself, so taking it
+  writes nothing and the OS drops it when the holder dies.
+  """
+
+  def __init__(self, model_dir: str, new: bool):
+    self._model_dir = model_dir
     self._path = os.path.join(model_dir, LOCK_FILENAME)
+    # The dir did not exist when the run's checks began.
+    self._new = new
+    self._fd: Optional[int] = None
+
+  def acquire(self) -> None:
+    """Creates the dir if needed and takes the lock; later calls do nothing.
+
+    A run calls it once its checks have passed, before it writes anything,
+    so that a refused run never creates its model dir.
+
+    Raises:
+      ModelDirError: if the dir cannot be created, another process holds
+        it (naming its pid and host when it has recorded them), or another
+        run wrote into a dir that did not exist when this run's checks ran.
+    """
+    if self._fd is not None or not _is_local(self._model_dir):
+      return
+    try:
+      os.makedirs(self._model_dir, exist_ok=True)
+      fd = os.open(self._model_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+      raise ModelDirError(f'cannot use model dir {self._model_dir}: '
+                          f'{e.strerror or e}') from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      raise ModelDirError(
+          f'model dir {self._model_dir} is in use by '
+          f'{_holder(self._model_dir)}; wait for that run to end or use '
+          'another --model_dir') from None
+    if self._new and os.listdir(self._model_dir):
+      # The checks saw no dir: what the other run wrote went unchecked.
+      os.close(fd)
+      raise ModelDirError(
+          f'model dir {self._model_dir} was written by another run while '
+          'this one started; rerun to resume it, or use another --model_dir')
+    self._fd = fd
+
+  def release(self) -> None:
+    """Drops the lock, if held."""
+    if self._fd is not None:
+      os.close(self._fd)  # Also releases the lock.
+      self._fd = None
 
   def record_holder(self) -> None:
-    """Writes this process's pid and host for runs refused later.
+    """Takes the lock if needed; writes this process's pid and host.
 
     Called once the run's checks have passed, so that a refused run leaves
-    the dir untouched.
+    the dir untouched; runs refused later name the holder.
     """
+    self.acquire()
     if not _is_local(self._path):
       return
     holder = {'pid': os.getpid(), 'host': socket.gethostname(),
@@ -76,39 +127,34 @@ class Lock:
 def exclusive(model_dir: str) -> Iterator[Lock]:
   """Holds an exclusive lock on `model_dir` while the block runs.
 
-  The lock is an OS lock (flock) on the directory itself, so taking it
-  writes nothing and the OS drops it when the holder dies. Creates the dir
-  if needed. Remote dirs (gs://...) cannot be locked this way; they are used
-  unlocked, with a warning.
+  An existing dir is locked at once, so that the run's checks read what no
+  other run changes. A dir that does not exist yet is created and locked
+  only by `Lock.acquire` (or `record_holder`): a run refused by its checks
+  leaves nothing behind. Remote dirs (gs://...) cannot be locked this way;
+  they are used unlocked, with a warning.
 
   Yields:
-    The lock; call `record_holder()` once the run is known to go ahead.
+    The lock; call `acquire()` before the run's first write and
+    `record_holder()` once the run is known to go ahead.
 
   Raises:
-    ModelDirError: if another process holds the lock (naming its pid and
-      host when it has recorded them), or the dir cannot be created.
+    ModelDirError: if another process holds the lock of an existing dir
+      (naming its pid and host when it has recorded them), or the dir
+      cannot be opened.
   """
   if not _is_local(model_dir):
     logging.warning('%s is not a local directory: it cannot be locked, so make '
                     'sure no other run uses it', model_dir)
-    yield Lock(model_dir)
+    yield Lock(model_dir, new=False)
     return
+  new = not os.path.isdir(model_dir)
+  lock = Lock(model_dir, new)
   try:
-    os.makedirs(model_dir, exist_ok=True)
-    fd = os.open(model_dir, os.O_RDONLY | os.O_DIRECTORY)
-  except OSError as e:
-    raise ModelDirError(f'cannot use model dir {model_dir}: '
-                        f'{e.strerror or e}') from None
-  try:
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      raise ModelDirError(
-          f'model dir {model_dir} is in use by {_holder(model_dir)}; wait for '
-          'that run to end or use another --model_dir') from None
-    yield Lock(model_dir)
+    if not new:
+      lock.acquire()
+    yield lock
   finally:
-    os.close(fd)  # Also releases the lock.
+    lock.release()
 
 
 def _holder(model_dir: str) -> str:
@@ -123,7 +169,12 @@ def _holder(model_dir: str) -> str:
 
 
 def checkpoint_prefixes(model_dir: str) -> List[str]:
-  """Every checkpoint in `model_dir` with an index file, oldest first."""
+  """Every checkpoint in `model_dir` with an index file, oldest first.
+
+  None in a dir that does not exist (yet: `exclusive` creates it late).
+  """
+  if not tf.io.gfile.isdir(model_dir):
+    return []
   found = []
   for name in tf.io.gfile.listdir(model_dir):
     match = _CHECKPOINT_INDEX.match(name.rstrip('/'))
@@ -219,11 +270,22 @@ def _damaged(model_dir: str, what: str,
   return ModelDirError(f'model dir {model_dir} is damaged: {what}; {advice}')
 
 
+def _check_config_file(model_dir: str) -> None:
+  """Refuses checkpoints without the config.json that says what they are."""
+  if not tf.io.gfile.exists(os.path.join(model_dir,
+                                         config_lib.CONFIG_FILENAME)):
+    raise ModelDirError(
+        f'model dir {model_dir} holds checkpoints but no '
+        f'{config_lib.CONFIG_FILENAME}; it was not written by tunas_search '
+        'or the file was deleted; use another --model_dir')
+
+
 def check(model_dir: str, resume_from: Optional[str] = None) -> None:
   """Refuses a model dir a run could not resume correctly.
 
   A dir that does not exist, or holds no checkpoint and no state file, is
-  fine (a new run). Reads, never writes.
+  fine (a new run), unless the run is to resume from one of its
+  checkpoints. Reads, never writes.
 
   Args:
     model_dir: the model dir.
@@ -234,26 +296,21 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
   Raises:
     ModelDirError: naming the damaged file and the newest intact checkpoint:
       checkpoints without `config.json`, a garbage or dangling checkpoint
-      state file, or a latest checkpoint that cannot be read completely.
+      state file, or a latest checkpoint that cannot be read completely; or
+      a `resume_from` that is no intact checkpoint of the dir (listing its
+      checkpoints), or a missing dir to resume.
   """
+  if resume_from:
+    find_checkpoint(model_dir, resume_from)
+    _check_config_file(model_dir)
+    return
   if not tf.io.gfile.isdir(model_dir):
-    if resume_from:
-      raise ModelDirError(f'--resume_from={resume_from}: model dir '
-                          f'{model_dir} does not exist')
     return
   prefixes = checkpoint_prefixes(model_dir)
-  state = None if resume_from else _read_state(model_dir)
-  if state is None and not prefixes and not resume_from:
+  state = _read_state(model_dir)
+  if state is None and not prefixes:
     return
-  config_path = os.path.join(model_dir, config_lib.CONFIG_FILENAME)
-  if not tf.io.gfile.exists(config_path):
-    raise ModelDirError(
-        f'model dir {model_dir} holds checkpoints but no '
-        f'{config_lib.CONFIG_FILENAME}; it was not written by tunas_search '
-        'or the file was deleted; use another --model_dir')
-  if resume_from:
-    _resume_point(model_dir, resume_from)
-    return
+  _check_config_file(model_dir)
   if state is None:
     raise _damaged(model_dir, f'the checkpoint state file '
                    f'{os.path.join(model_dir, STATE_FILENAME)} is missing')
@@ -264,27 +321,44 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
                    f'({reason})', before=latest)
 
 
-def _resume_point(model_dir: str, checkpoint: str) -> str:
+def find_checkpoint(model_dir: str, checkpoint: str,
+                    flag: str = 'resume_from') -> str:
   """The prefix of `checkpoint` if it is an intact checkpoint of the dir.
 
+  Args:
+    model_dir: the model dir.
+    checkpoint: a checkpoint prefix in `model_dir`: absolute, relative to the
+      working dir, or relative to `model_dir`.
+    flag: the flag that named it, for the message.
+
+  Returns:
+    The checkpoint's prefix as `checkpoint_prefixes` names it.
+
   Raises:
-    ModelDirError: if it is not one, listing the dir's checkpoints.
+    ModelDirError: if it is not one, listing the dir's checkpoints, or the
+      dir does not exist.
   """
+  if not tf.io.gfile.isdir(model_dir):
+    raise ModelDirError(f'--{flag}={checkpoint}: model dir {model_dir} does '
+                        'not exist')
   prefixes = checkpoint_prefixes(model_dir)
   # As printed by this module (relative to the working dir) or relative to
-  # the model dir.
+  # the model dir; compared as absolute paths, so that either spelling of a
+  # local path matches.
   candidates = [_join(model_dir, checkpoint)]
   if _is_local(checkpoint):
     candidates.insert(0, os.path.normpath(checkpoint))
-  prefix = next((c for c in candidates if c in prefixes), candidates[0])
-  if prefix not in prefixes:
+  key = os.path.abspath if _is_local(model_dir) else (lambda path: path)
+  by_key = {key(p): p for p in prefixes}
+  prefix = next((by_key[key(c)] for c in candidates if key(c) in by_key),
+                None)
+  if prefix is None:
     names = ', '.join(os.path.basename(p) for p in prefixes) or 'none'
-    raise ModelDirError(f'--resume_from={checkpoint} is not a checkpoint of '
+    raise ModelDirError(f'--{flag}={checkpoint} is not a checkpoint of '
                         f'{model_dir}; checkpoints: {names}')
   reason = damage(prefix)
   if reason is not None:
-    raise ModelDirError(f'--resume_from={checkpoint} cannot be read '
-                        f'({reason})')
+    raise ModelDirError(f'--{flag}={checkpoint} cannot be read ({reason})')
   return prefix
 
 
@@ -306,7 +380,7 @@ def resume_from(model_dir: str, checkpoint: str) -> str:
   Raises:
     ModelDirError: if it is not an intact checkpoint of `model_dir`.
   """
-  prefix = _resume_point(model_dir, checkpoint)
+  prefix = find_checkpoint(model_dir, checkpoint)
   prefixes = checkpoint_prefixes(model_dir)
   kept = [p for p in prefixes[:prefixes.index(prefix)]
           if damage(p) is None] + [prefix]

@@ -106,9 +106,16 @@ def _checked_indices(config: TrainEvalConfig, model_spec: Any) -> List[int]:
     raise ConfigError(f'indices: {e}') from None
 
 
-def prepare(config: TrainEvalConfig, model_spec: Any
+def prepare(config: TrainEvalConfig, model_spec: Any,
+            lock: Optional[model_dir_lib.Lock] = None
             ) -> Optional[SearchWeights]:
   """Checks the run against its model dir and writes config/spec files.
+
+  Args:
+    config: the validated config.
+    model_spec: the spec `config.indices` indexes.
+    lock: the model dir's lock (`model_dir.exclusive`), acquired once the
+      checks have passed, before anything is written.
 
   Returns:
     The search to initialise from, if the run has one and model_dir has no
@@ -129,6 +136,8 @@ def prepare(config: TrainEvalConfig, model_spec: Any
     # Checked before anything is written, so a bad dir leaves no trace.
     weights = SearchWeights.open(config.init_from_search, model_spec,
                                  config.num_classes, config.input_channels)
+  if lock is not None:
+    lock.acquire()  # Creates a new model dir: the checks have passed.
   config_lib.write_or_check(config, serialization.dumps(model_spec,
                                                         indent=1))
   return weights
@@ -228,7 +237,7 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
-    weights = prepare(config, model_spec)
+    weights = prepare(config, model_spec, lock)
     if resume_from:
       model_dir_lib.resume_from(config.model_dir, resume_from)
     lock.record_holder()

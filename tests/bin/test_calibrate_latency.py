@@ -4,26 +4,54 @@ The calibration itself is tested in tests/test_calibration.py.
 """
 
 import os
+import stat
 import subprocess
 import sys
 
 import pytest
+
+import search_spaces
+from tunas_search import calibration
+from tunas_search.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 TOOL = os.path.join(ROOT, 'bin', 'calibrate_latency.py')
 
 
+_SPACE = '--search_space=proxylessnas_search'
+
+
 @pytest.mark.parametrize('flags, message', [
-    (['--search_space=nasnet'], "unknown search space 'nasnet'"),
+    # Only the spaces the tool takes: no reference nets.
+    (['--search_space=nasnet'], "unknown search space 'nasnet'; valid "
+     f'choices: {", ".join(search_spaces.search_space_names())}, or '
+     'MODULE:FUNCTION for a space in your own code'),
     (['--search_space=mobilenet_v2'], "'mobilenet_v2' is a reference "
      'architecture, not a search space'),
     (['--search_space=proxylessnas_search', '--backend=adb'],
      'backend adb needs benchmark_binary'),
     (['--search_space=proxylessnas_search', '--backend=coreml'],
      'flag --backend=coreml'),
-    (['--search_space=proxylessnas_search', '--num_samples=0'],
-     'num_samples must be positive, got 0'),
+    # The fit needs calibration.MIN_MEASUREMENTS: refused up front.
+    ([_SPACE, '--num_samples=0'], 'num_samples must be at least '
+     f'{calibration.MIN_MEASUREMENTS} (the fit holds out every '
+     f'{calibration.HOLDOUT}th measurement), got 0'),
+    ([_SPACE, f'--num_samples={calibration.MIN_MEASUREMENTS - 1}'],
+     f'num_samples must be at least {calibration.MIN_MEASUREMENTS}'),
+    ([_SPACE, '--seed=-1'], 'seed must be >= 0, got -1'),
+    # The configs' range, as every tool.
+    ([_SPACE, '--image_size=5'],
+     'image_size 5 is outside the valid range 28..224'),
+    ([_SPACE, '--image_size=20'],
+     'image_size 20 is outside the valid range 28..224'),
+    ([_SPACE, '--image_size=225'],
+     'image_size 225 is outside the valid range 28..224'),
+    # Checked before calibration.json and measurements.jsonl are written.
+    ([_SPACE, '--backend=adb', '--adb=/nonexistent/adb',
+      '--benchmark_binary=/data/local/tmp/benchmark_model'],
+     "adb '/nonexistent/adb' is not an executable file"),
+    ([_SPACE, '--output_dir='], '--output_dir is empty'),
     (['--search_space=proxylessnas_search', '--max_reference_ratio=0.5'],
      'max_reference_ratio must be >= 1, got 0.5'),
 ])
@@ -37,6 +65,60 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   assert len(lines) == 1, done.stderr
   assert message in lines[0]
   assert not output_dir.exists()
+
+
+def _stand_in_adb(tmp_path, script):
+  """An executable `adb` running `script` (sh); no phone is used."""
+  adb = tmp_path / 'adb'
+  adb.write_text('#!/bin/sh\n' + script)
+  adb.chmod(adb.stat().st_mode | stat.S_IEXEC)
+  return str(adb)
+
+
+@pytest.mark.parametrize('script, message', [
+    ('echo "error: no devices/emulators found" >&2; exit 1\n',
+     'cannot reach the device with {adb} (error: no devices/emulators '
+     'found)'),
+    # The device's shell finds no executable there.
+    ('shift; sh -c "$*"\n', 'benchmark_binary '
+     '/data/local/tmp/benchmark_model is not an executable file on the '
+     'device'),
+    # adb ran, but said nothing the probe asks for.
+    ('exit 0\n', 'cannot reach the device with {adb} (0)'),
+])
+def test_adb_backend_is_checked_before_anything_is_written(tmp_path, script,
+                                                          message):
+  adb = _stand_in_adb(tmp_path, script)
+  output_dir = tmp_path / 'cal'
+  done = _tool('calibrate_latency.py', _SPACE, f'--output_dir={output_dir}',
+               '--backend=adb', f'--adb={adb}',
+               '--benchmark_binary=/data/local/tmp/benchmark_model')
+  assert done.returncode == 2, done.stderr
+  (line,) = done.stderr.strip().splitlines()
+  assert line.startswith('calibrate_latency.py: error: ' +
+                         message.format(adb=adb))
+  assert not output_dir.exists()
+
+
+def test_adb_probe_asks_the_device_for_the_benchmark_binary(tmp_path):
+  log = tmp_path / 'adb.log'
+  # Runs the probe's command line as the device's shell would.
+  adb = _stand_in_adb(tmp_path, f'echo "$@" >> {log}\n'
+                      'shift 3; sh -c "$*"\n')
+  binary = tmp_path / 'benchmark model'  # A space: the path is quoted.
+  config = calibration.CalibrationConfig(
+      search_space='tiny', output_dir=str(tmp_path / 'cal'), image_size=28,
+      backend='adb', adb=adb, device_serial='emulator-5554',
+      benchmark_binary=str(binary))
+  with pytest.raises(ConfigError, match='is not an executable file on the '
+                     'device'):
+    calibration.check_backend(config)
+  binary.write_text('#!/bin/sh\n')
+  binary.chmod(binary.stat().st_mode | stat.S_IEXEC)
+  calibration.check_backend(config)
+  assert log.read_text().splitlines()[-1].startswith(
+      f"-s emulator-5554 shell if test -x '{binary}'; then ")
+  assert not (tmp_path / 'cal').exists()
 
 
 def _tool(name, *flags):

@@ -229,7 +229,28 @@ def test_num_replicas_default_depends_on_use_tpu():
   assert config_flags.num_replicas(flag_values) == 8
   flag_values(['t', '--num_replicas=32'])
   assert config_flags.num_replicas(flag_values) == 32
+  # Given values pass on, to be refused by the config, never taken for
+  # "unset" (0 used to become the default).
+  for given in (0, -1):
+    flag_values(['t', f'--num_replicas={given}'])
+    assert config_flags.num_replicas(flag_values) == given
   flag_values.unparse_flags()
   flag_values(['t', '--use_tpu'])
   with pytest.raises(cli.UsageError, match='--use_tpu needs --tpu=NAME'):
     config_flags.num_replicas(flag_values)
+
+
+def test_empty_values_of_unset_string_flags_are_refused():
+  flag_values = flags.FlagValues()
+  flags.DEFINE_string('plot', None, '', flag_values=flag_values)
+  flags.DEFINE_alias('figure', 'plot', flag_values=flag_values)
+  flags.DEFINE_string('dataset', 'embedded', '', flag_values=flag_values)
+  flags.DEFINE_integer('steps', None, '', flag_values=flag_values)
+  flag_values(['t', '--plot=x.png', '--dataset='])
+  cli.check_no_empty_values(flag_values)  # The dataset's own check names it.
+  for argv, name in ((['--plot='], 'plot'), (['--figure='], 'figure')):
+    flag_values.unparse_flags()
+    flag_values(['t', *argv])
+    with pytest.raises(cli.UsageError, match=(
+        f'^--{name} is empty; give a value or leave the flag out$')):
+      cli.check_no_empty_values(flag_values)

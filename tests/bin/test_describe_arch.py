@@ -100,6 +100,11 @@ def test_text_summary(capsys):
      r'valid: 0\.\.0'),
     (['--search_space=mobilenet_v2', '--format=xml'],
      "unknown --format 'xml'; valid choices: text, json"),
+    # The configs' range, as every tool (tunas_search.config).
+    (['--search_space=mobilenet_v2', '--image_size=27'],
+     '^image_size 27 is outside the valid range 28..224$'),
+    (['--search_space=mobilenet_v2', '--image_size=100000'],
+     '^image_size 100000 is outside the valid range 28..224$'),
 ])
 def test_bad_input_is_a_one_line_usage_error(capsys, args, message):
   with pytest.raises(cli.UsageError, match=message) as error:

@@ -5,6 +5,7 @@ tests may run as root, for whom no permission bit denies anything.
 """
 
 import os
+import re
 
 import pytest
 from absl import flags
@@ -76,6 +77,18 @@ def test_check_output_file_read_only(tmp_path, read_only):
     cli.check_output_file('plot', str(tmp_path / 'a.png'))
 
 
+def test_atomic_output_file_without_an_extension(tmp_path):
+  path = tmp_path / 'history'
+  with cli.atomic_output_file(str(path)) as temporary:
+    # A dot before the pid would give matplotlib an extension to read.
+    assert os.path.splitext(temporary)[1] == ''
+    open(temporary, 'wb').close()
+  with cli.atomic_output_file(str(path), default_extension='.png') as temporary:
+    assert temporary.endswith('.png')
+    open(temporary, 'wb').close()
+  assert os.listdir(tmp_path) == ['history']
+
+
 def test_atomic_output_file(tmp_path):
   path = tmp_path / 'history.png'
   path.write_bytes(b'earlier')
@@ -119,6 +132,39 @@ def test_plot_format_checked_before_any_work(search_dir, tmp_path,
       "unknown image format 'xyz'; valid choices: .*png")):
     _analyze(f'--model_dir={search_dir}', f'--plot={tmp_path / "h.xyz"}')
   assert os.listdir(tmp_path) == []
+
+
+def test_plot_without_an_extension_is_a_png(search_dir, tmp_path, capsys):
+  plot = tmp_path / 'history'
+  _analyze(f'--model_dir={search_dir}', f'--plot={plot}')
+  capsys.readouterr()
+  with open(plot, 'rb') as f:
+    assert f.read(8) == b'\x89PNG\r\n\x1a\n'
+  assert os.listdir(tmp_path) == ['history']  # No temporary left behind.
+
+
+def _regular_file(path):
+  path.write_text('x')
+  return path
+
+
+def _train_eval_dir(path):
+  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  train_eval.prepare(test_train_eval.make_config(path), test_train_eval.SPEC)
+  return path
+
+
+@pytest.mark.parametrize('make, message', [
+    (_regular_file, 'model dir {path} is a file, not a directory'),
+    # A train_eval run's dir: said as such, not its fields listed.
+    (_train_eval_dir, '{path} holds a train_eval run, not a search'),
+])
+def test_model_dir_that_is_no_search(tmp_path, make, message):
+  path = make(tmp_path / 'run')
+  with pytest.raises(cli.UsageError, match=(
+      '^' + re.escape(message.format(path=path)) + '$')):
+    _analyze(f'--model_dir={path}')
 
 
 def test_plot_in_read_only_dir_checked_before_any_work(

@@ -66,6 +66,15 @@ BAD_INPUT = [
     # whatever its imports become.
     ('search', ['--validation_weights=nope'],
      'flag --validation_weights=nope: value should be one'),
+    # An empty value would read as the flag left out.
+    ('analyze_search', ['--model_dir=/tmp/x', '--plot='],
+     '--plot is empty; give a value or leave the flag out'),
+    ('sample_random', ['--cost_model=measured', '--cost_model_file='],
+     '--cost_model_file is empty; give a value or leave the flag out'),
+    ('describe_arch', ['--search_space=mobilenet_v2', '--cost_model_file='],
+     '--cost_model_file is empty'),
+    ('export_model', ['--model_dir=/tmp/x', '--checkpoint='],
+     '--checkpoint is empty'),
 ]
 
 
@@ -90,7 +99,7 @@ def test_unwritable_and_too_small_inputs_are_one_line(tmp_path):
                       f'--model_dir={under_file}'],
        f'--model_dir={under_file}: {tmp_path / "file"} is a file'),
       ('describe_arch', ['--search_space=mobilenet_v2', '--image_size=27'],
-       '--image_size=27 is too small; valid: 28 or more'),
+       'image_size 27 is outside the valid range 28..224'),
   ]
   for tool, args, message in cases:
     assert_one_line_error(run_tool(tool, *args, cwd=tmp_path), tool, message)
@@ -184,11 +193,15 @@ def test_quiet_python_at_debug_verbosity_changes_nothing(restored_logging):
     assert len(caught) == 1
 
 
-def test_describe_arch_minimum_image_size_is_the_datasets():
-  # describe_arch repeats the constant so as not to import TensorFlow.
-  from bin import describe_arch  # pylint: disable=g-import-not-at-top
-  from tunas_search import data  # pylint: disable=g-import-not-at-top
-  assert describe_arch.MIN_IMAGE_SIZE == data.MIN_IMAGE_SIZE
+def test_the_configs_image_size_range_is_the_datasets():
+  # Every tool checks the configs' range (tunas_search.config, which does
+  # not import TensorFlow); the datasets keep their own copy.
+  # pylint: disable=g-import-not-at-top
+  from tunas_search import config
+  from tunas_search.data import base
+  # pylint: enable=g-import-not-at-top
+  assert (config.MIN_IMAGE_SIZE, config.MAX_IMAGE_SIZE) == (
+      base.MIN_IMAGE_SIZE, base.MAX_IMAGE_SIZE)
 
 
 def test_tensorflows_nan_line_is_dropped_as_the_search_reports_it():

@@ -61,6 +61,17 @@ def test_text_madds_window():
     (['--search_space=mobilenet_v2'], 'is a reference architecture'),
     (['--cost_model=flops'], "unknown cost model 'flops'"),
     (['--min_cost=210', '--max_attempts=5'], 'found 0 of 1'),
+    # The rules of a search's config (tunas_search.config), not numpy's
+    # traceback or a silently ignored flag.
+    (['--seed=-1'], 'seed must be >= 0, got -1'),
+    (['--image_size=5'], 'image_size 5 is outside the valid range 28..224'),
+    (['--image_size=225'],
+     'image_size 225 is outside the valid range 28..224'),
+    (['--cost_model=madds', '--cost_model_file=model.json'],
+     "cost_model_file is only read by cost_model=measured, not 'madds'"),
+    # A window needs a cost: `none` is refused, and so never listed.
+    (['--cost_model=none'], "unknown cost model 'none'; valid choices: "
+     'madds, measured, params, pixel1_latency'),
 ])
 def test_errors_are_one_line(args, message):
   done = run_tool(*args)
@@ -69,3 +80,18 @@ def test_errors_are_one_line(args, message):
   assert len(lines) == 1, done.stderr
   assert lines[0].startswith('sample_random.py: error: ')
   assert message in lines[0]
+
+
+@pytest.mark.parametrize('args,noun,names', [
+    (['--cost_model=nope'], "cost model 'nope'", cost_models.names()),
+    # Reference nets are refused: not listed either.
+    (['--search_space=nope'], "search space 'nope'",
+     search_spaces.search_space_names() + [
+         'or MODULE:FUNCTION for a space in your own code']),
+])
+def test_unknown_names_list_only_what_the_tool_takes(args, noun, names):
+  done = run_tool(*args)
+  assert done.returncode == 2
+  assert done.stderr.strip().splitlines() == [
+      f'sample_random.py: error: unknown {noun}; valid choices: '
+      f'{", ".join(names)}']

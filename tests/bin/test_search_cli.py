@@ -11,6 +11,8 @@ import sys
 import pytest
 import tensorflow as tf
 
+import search_spaces
+from tests.files import snapshot
 from tunas_search.config import SearchConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -118,8 +120,10 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
 
 
 @pytest.mark.parametrize('flags, message', [
-    (['--search_space=nasnet'],
-     "unknown search space 'nasnet'; valid choices: mnasnet_b1"),
+    # Only the spaces a search takes: no reference nets.
+    (['--search_space=nasnet'], "unknown search space 'nasnet'; valid "
+     f'choices: {", ".join(search_spaces.search_space_names())}, or '
+     'MODULE:FUNCTION'),
     (['--ssd=nasnet'], "unknown search space 'nasnet'"),  # TuNAS's alias.
     (['--search_space=mobilenet_v2'],
      "'mobilenet_v2' is a reference architecture, not a search space"),
@@ -147,6 +151,15 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
      'TF_CONFIG environment variable to describe the cluster'),
     (['--num_replicas=3'], 'train_batch_size 4096 is not divisible by the 3 '
      'replicas'),
+    # Not taken for "unset" (the default, 1).
+    (['--num_replicas=0'], 'num_replicas must be positive, got 0'),
+    (['--num_replicas=-1'], 'num_replicas must be positive, got -1'),
+    (['--image_size=0'], 'image_size 0 is outside the valid range 28..224'),
+    (['--seed=-1'], 'seed must be >= 0, got -1'),
+    (['--cost_model_file='], '--cost_model_file is empty'),
+    # Checked before the model dir is created: none is left behind.
+    (['--resume_from=model.ckpt-3'],
+     '--resume_from=model.ckpt-3: model dir {model_dir} does not exist'),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   model_dir = tmp_path / 'run'
@@ -154,8 +167,31 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   assert result.returncode == 2, result.stderr
   lines = [l for l in result.stderr.splitlines() if l.strip()]
   assert len(lines) == 1, result.stderr
-  assert message in lines[0]
+  assert message.format(model_dir=model_dir) in lines[0]
   assert not model_dir.exists()  # Nothing written.
+
+
+def test_resume_from_an_empty_dir_names_its_checkpoints(tmp_path):
+  # Not "holds checkpoints but no config.json": it holds neither.
+  result = _run(f'--model_dir={tmp_path}', '--resume_from=model.ckpt-3')
+  assert result.returncode == 2, result.stderr
+  assert result.stderr.strip().splitlines() == [
+      f'search.py: error: --resume_from=model.ckpt-3 is not a checkpoint of '
+      f'{tmp_path}; checkpoints: none']
+  assert os.listdir(tmp_path) == []
+
+
+def test_model_dir_of_a_train_eval_run_is_refused(tmp_path):
+  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  config = test_train_eval.make_config(tmp_path)
+  (tmp_path / 'config.json').write_text(config.to_json())
+  before = snapshot(str(tmp_path))
+  result = _run(f'--model_dir={tmp_path}', '--flagfile=configs/smoke_cpu.cfg')
+  assert result.returncode == 2, result.stderr
+  assert result.stderr.strip().splitlines() == [
+      f'search.py: error: model dir {tmp_path} holds a train_eval run, not a '
+      'search; use another --model_dir']
+  assert snapshot(str(tmp_path)) == before
 
 
 def test_model_dir_of_another_space_is_refused(tmp_path):

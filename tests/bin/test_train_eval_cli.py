@@ -61,3 +61,63 @@ def test_read_only_model_dir_is_a_usage_error(tmp_path, monkeypatch):
       'writable$')):
     _build(f'--model_dir={tmp_path / "run"}', '--max_steps=1',
            '--search_space=proxylessnas_mobile')
+
+
+def _main(*args):
+  """Runs main in-process: what it raises is what the tool prints."""
+  flag_values = flags.FlagValues()
+  train_eval_cli.define_flags(flag_values)
+  flag_values(['train_eval.py'] + list(args))
+  train_eval_cli.main(['train_eval.py'], flag_values)
+
+
+@pytest.fixture(scope='module')
+def train_eval_dir(tmp_path_factory):
+  """A train_eval run's model dir (config and spec; no checkpoint needed)."""
+  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  model_dir = tmp_path_factory.mktemp('train_eval')
+  train_eval.prepare(test_train_eval.make_config(model_dir),
+                     test_train_eval.SPEC)
+  return str(model_dir)
+
+
+_MOBILE = ['--search_space=proxylessnas_mobile', '--max_steps=1']
+
+
+@pytest.mark.parametrize('args, message', [
+    # Refused by the run's checks: the new model dir is never created.
+    (['--mode=evaluate'], 'nothing to evaluate: {model_dir} has no '
+     'checkpoint; train first'),
+    (['--init_from_search=/nonexistent'],
+     'init_from_search: model dir /nonexistent does not exist'),
+    (['--resume_from=model.ckpt-3'],
+     '--resume_from=model.ckpt-3: model dir {model_dir} does not exist'),
+    (['--init_from_search={train_eval_dir}'],
+     'init_from_search: {train_eval_dir} holds a train_eval run, not a '
+     'search'),
+    # Refused when the flags are read.
+    (['--num_replicas=0'], 'num_replicas must be positive, got 0'),
+    (['--image_size=0'], 'image_size 0 is outside the valid range 28..224'),
+    (['--seed=-1'], 'seed must be >= 0, got -1'),
+])
+def test_refused_runs_leave_no_model_dir(tmp_path, train_eval_dir, args,
+                                         message):
+  model_dir = tmp_path / 'new' / 'run'
+  args = [a.format(train_eval_dir=train_eval_dir) for a in args]
+  with pytest.raises(cli.UsageError) as error:
+    _main(f'--model_dir={model_dir}', *_MOBILE, *args)
+  assert str(error.value).startswith(message.format(
+      model_dir=model_dir, train_eval_dir=train_eval_dir)), error.value
+  assert '\n' not in str(error.value)
+  assert os.listdir(tmp_path) == []
+
+
+def test_search_model_dir_of_a_train_eval_run_is_refused(tmp_path,
+                                                         train_eval_dir):
+  with pytest.raises(cli.UsageError, match=(
+      f'^--search_model_dir: {train_eval_dir} holds a train_eval run, not a '
+      'search$')):
+    _build(f'--model_dir={tmp_path / "run"}', '--max_steps=1',
+           f'--search_model_dir={train_eval_dir}')
+  assert os.listdir(tmp_path) == []
