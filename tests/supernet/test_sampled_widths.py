@@ -28,6 +28,28 @@ NUM_CLASSES = 10
 FORMS = ('masked', 'sampled')
 _FAST_START = tf.compat.v1.ConfigProto()
 _FAST_START.graph_options.rewrite_options.disable_meta_optimizer = True
+# Relative tolerance of the losses, and of the gradients to the largest one.
+# On a GPU, cuDNN picks a convolution algorithm per shape, and the two forms
+# convolve different channel counts, so they round differently: on an H100
+# (2026-11-24, TF32 off) the losses differed by up to 1.7e-5 and a gradient
+# by 2.6e-5 of the largest, where CPU kernels agree to 1e-5. Unverified on a
+# GPU at these settings (README, "GPUs and several devices").
+_ON_GPU = bool(tf.config.list_physical_devices('GPU'))
+LOSS_RTOL = 1e-4 if _ON_GPU else 1e-5
+GRADIENT_ATOL = 1e-4 if _ON_GPU else 1e-5
+
+
+@pytest.fixture(scope='module', autouse=True)
+def _no_tf32():
+  """Full float32 matmuls and convolutions on GPUs that default to TF32.
+
+  The test compares two computations of the same function; TF32's 10-bit
+  mantissas would measure its rounding instead.
+  """
+  enabled = tf.config.experimental.tensor_float_32_execution_enabled()
+  tf.config.experimental.enable_tensor_float_32_execution(False)
+  yield
+  tf.config.experimental.enable_tensor_float_32_execution(enabled)
 
 
 @dataclasses.dataclass
@@ -96,10 +118,10 @@ def _assert_same(out, context):
   assert set(masked) == set(sampled), context
   np.testing.assert_allclose(sampled['logits'], masked['logits'], rtol=1e-4,
                              atol=1e-4, err_msg=context)
-  np.testing.assert_allclose(sampled['loss'], masked['loss'], rtol=1e-5,
+  np.testing.assert_allclose(sampled['loss'], masked['loss'], rtol=LOSS_RTOL,
                              err_msg=context)
-  np.testing.assert_allclose(sampled['decay'], masked['decay'], rtol=1e-5,
-                             err_msg=context)
+  np.testing.assert_allclose(sampled['decay'], masked['decay'],
+                             rtol=LOSS_RTOL, err_msg=context)
   # Gradients to float tolerance of the largest one: gradients that are 0
   # in exact arithmetic (beta of a BN feeding a BN) come out as rounding
   # noise of either sign in both forms.
@@ -107,7 +129,8 @@ def _assert_same(out, context):
               if k not in ('logits', 'decay', 'loss'))
   for name in masked:
     np.testing.assert_allclose(sampled[name], masked[name], rtol=1e-3,
-                               atol=1e-5 * scale, err_msg=f'{context} {name}')
+                               atol=GRADIENT_ATOL * scale,
+                               err_msg=f'{context} {name}')
 
 
 @pytest.mark.parametrize('name', ['proxylessnas_search',
