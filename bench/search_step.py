@@ -30,6 +30,17 @@ Keys:
     whatever it samples, to keep every weight moving with its momentum as
     TuNAS's optimiser does; the stand-alone training step updates only the
     sampled network's weights.
+  <part>_ms: each part timed, in ms (per repeat the median of --steps runs;
+    the fastest repeat): search_ms (the search step, sampled widths),
+    search_masked_ms (the masked form), search_serialised_ms (sampled widths,
+    validation after the update), train_ms and inference_ms (the stand-alone
+    parts at the architecture's widths), train_widest_ms and
+    inference_widest_ms (at the largest widths of the sampled ops),
+    overhead_ms (controller, cost model, reward and summary packing alone)
+    and supernet_update_ms (above).
+  The run's settings: benchmark ('search_step'), search_space, image_size,
+    train_batch_size, validation_batch_size, architecture (the pinned
+    architecture string).
 """
 
 import argparse

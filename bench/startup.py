@@ -7,13 +7,17 @@ Runs the real command line (the smoke configuration, configs/smoke_cpu.cfg,
 with each space's default cost target) in a fresh process and a fresh model
 dir, reads its log as it is written and stops it after the first step.
 
-Keys, per space (the fastest repeat; noise on a shared machine only adds):
-  startup_s: process start -> the first step done; goal <= 30 s for
+Top-level keys: benchmark ('startup'), cores (os.cpu_count() of the
+machine) and spaces, which maps each search space to:
+  startup_s: process start -> the first step done, of the fastest repeat
+    (noise on a shared machine only adds); goal <= 30 s for
     proxylessnas_search on 2 cores.
-  phases_s: when each milestone of the log appeared, seconds after start:
-    `setup` (flags parsed, imports done, model dir claimed), `graph` (graph
-    built, session created, step-0 checkpoint written) and `first_step`
-    (the first run, which includes TensorFlow's graph optimisation).
+  phases_s: the fastest repeat's milestones, seconds after start, when each
+    appeared in the log: `setup` (flags parsed, imports done, model dir
+    claimed), `graph` (graph built, session created, step-0 checkpoint
+    written) and `first_step` (the first run, which includes TensorFlow's
+    graph optimisation).
+  all_startup_s: startup_s of every repeat, in order.
 """
 
 import argparse

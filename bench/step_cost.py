@@ -17,6 +17,23 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     the same step differentiating and updating only the sampled path's
     weights: what the zero gradients and RMSProp updates of the unselected
     ops' weights cost. The rest of the growth is the conds themselves.
+
+Keys (times in ms per step, each config's fastest round):
+  * the three ratios above;
+  * op_choices_breakdown: {"1": {...}, "7": {...}} with forward_ms,
+    backward_ms, update_ms and graph_ops (the op count of that network's
+    graph), and in "7" also unselected_weights_ms;
+  * <network>_ms, one training step of each network measured:
+    supernet_ms (masked form, sampled path), supernet_sampled_ms (sampled
+    widths), standalone_widest_ms (the sampled ops at their widest widths),
+    standalone_ms (the architecture at its own widths), op_choices_1_ms,
+    op_choices_3_ms and op_choices_7_ms (the small tower with 1, 3 and 7
+    op choices; the 3-choice tower enters no ratio) and
+    op_choices_7_sampled_path_only_ms (7 choices, only the sampled path's
+    weights differentiated and updated);
+  * the run's settings: space, architecture (the random architecture drawn
+    with --seed, as an architecture string), image_size, batch, steps,
+    rounds.
 Every step is the search's optimiser (RMSProp with momentum, which keeps
 moving the weights of unselected ops). The supernets' masks are fed, as the
 search's sampled masks are computed: constant masks would let Grappler fold

@@ -7,14 +7,20 @@
 Each search space runs in its own subprocess, which builds the real search
 model_fn inside `xla.compile` (the way TPU compilation wraps it) and runs the
 compiled step twice, with tunas_search.xla_flags' CPU compile options unless
---plain_llvm (XLA_FLAGS, as used, is in the output). Per space:
+--plain_llvm (XLA_FLAGS, as used, is in the output).
+
+Top-level keys: benchmark ('xla_compile'), image_size, train_batch_size,
+conds, max_blocks, xla_flags, and search_spaces, which maps each space to:
   build_s: graph building, from the model_fn call to the initialiser;
   compile_s: the first run (XLA compilation plus one step) minus a step;
   step_s: the second run (one compiled step);
+  graph_ops: the op count of the graph built;
   loss: the compiled step's loss (seeded weights, inputs and draws: the
     same in every run of one commit);
   peak_rss_gb: the subprocess's peak resident memory (ru_maxrss);
-  timed_out: the subprocess did not finish within --timeout_s.
+  timed_out: false. A subprocess that did not finish within --timeout_s
+    gives only timed_out (true) and timeout_s; one that failed gives only
+    failed (true), returncode and stderr_tail (its last 2,000 characters).
 """
 
 import argparse

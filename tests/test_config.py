@@ -23,7 +23,7 @@ def _config(tmp_path, **overrides):
 def test_derived_values(tmp_path):
   c = _config(tmp_path, epochs=2.0)
   assert c.total_steps == 625  # ceil(2 * 10000 / 32)
-  assert c.validation_batch_size == 128  # 4 x training batch (SPEC 6).
+  assert c.validation_batch_size == 128  # 4 x training batch (docs/method.md section 6).
   assert c.scaled_model_learning_rate == pytest.approx(0.165 * 32 / 256)
   assert c.scaled_rl_learning_rate == pytest.approx(3e-4 * 32 / 256)
   # docs/method.md sections 5 and 6 at TuNAS's batch of 4096 (16 x 256).

@@ -468,7 +468,9 @@ def probabilities(logit_values: Sequence[np.ndarray]) -> List[np.ndarray]:
 
 
 def argmax_indices(logit_values: Sequence[np.ndarray]) -> List[int]:
-  """The most likely choice per decision: the final architecture (SPEC 7).
+  """The most likely choice per decision: the final architecture.
+
+  docs/method.md section 7, "Final architecture".
 
   Ties go to the lowest index.
   """

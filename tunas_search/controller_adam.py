@@ -22,8 +22,9 @@ import tensorflow as tf
 
 tf1 = tf.compat.v1
 
-# SPEC: Adam with beta1 = 0 (no first-moment averaging), beta2 = 0.999 and
-# epsilon 1e-8 (Bender et al. 2020, appendix; the released search's flags).
+# docs/method.md section 5, "Adam across replicas": Adam with beta1 = 0 (no
+# first-moment averaging), beta2 = 0.999 and epsilon 1e-8 (Bender et al.
+# 2020, appendix; the released search's flags).
 BETA1 = 0.0
 BETA2 = 0.999
 EPSILON = 1e-8

@@ -10,7 +10,8 @@ import tensorflow as tf
 #   'train'      the part of the official training set that trains the weights
 #                (shared weights during a search, or a stand-alone model);
 #   'validation' the held-out part of the official training set: the
-#                controller's reward during a search (SPEC section 6);
+#                controller's reward during a search (docs/method.md
+#                section 6, "ImageNet split");
 #   'test'       the official test/validation set, for final evaluation only;
 #   'train_full' the whole official training set ('train' + 'validation').
 SPLITS = ('train', 'validation', 'test', 'train_full')
@@ -19,7 +20,8 @@ MIN_IMAGE_SIZE = 28
 MAX_IMAGE_SIZE = 224
 
 # Augmentation families (see preprocessing.py). 'inception' is the ImageNet
-# recipe of SPEC section 6; 'light' is for small, low-resolution images.
+# recipe of docs/method.md section 6, "Preprocessing"; 'light' is for small,
+# low-resolution images.
 INCEPTION = 'inception'
 LIGHT = 'light'
 

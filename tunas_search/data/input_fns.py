@@ -108,7 +108,7 @@ class SearchInputFn(_InputFnBase):
       data_dir: the TFDS data directory ('embedded': optional cache dir).
       image_size: square input side S, in [28, 224].
       validation_batch_multiplier: M; the validation batch is M times the
-        training batch (4 in TuNAS, SPEC section 6).
+        training batch (4 in TuNAS, docs/method.md section 6).
       transpose_input: emit images as [H, W, C, N] (TPU only); the model_fn
         undoes it with preprocessing.untranspose_images.
       seed: makes shuffling and augmentation reproducible; None: random.

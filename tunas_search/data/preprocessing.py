@@ -6,12 +6,14 @@ import tensorflow as tf
 
 from tunas_search.data import base
 
-# SPEC section 6 (TuNAS): Inception-style random crops covering 8%-100% of the
-# image with aspect ratio 3/4-4/3 (Szegedy et al., "Going deeper with
-# convolutions", 2015), then a horizontal flip and a bicubic resize.
+# docs/method.md section 6, "Preprocessing" (TuNAS): Inception-style random
+# crops covering 8%-100% of the image with aspect ratio 3/4-4/3 (Szegedy et
+# al., "Going deeper with convolutions", 2015), then a horizontal flip and a
+# bicubic resize.
 CROP_AREA_RANGE = (0.08, 1.0)
 CROP_ASPECT_RANGE = (3. / 4., 4. / 3.)
-# Evaluation centre crop: 224 of 256 pixels (SPEC section 6).
+# Evaluation centre crop: 224 of 256 pixels (docs/method.md section 6,
+# "Preprocessing").
 CENTRE_CROP_FRACTION = 224. / 256.
 # Light augmentation shifts the image by up to 1/8 of its size (4 pixels at
 # 32x32, the usual CIFAR pad-and-crop).

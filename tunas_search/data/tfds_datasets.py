@@ -7,10 +7,10 @@ import tensorflow_datasets as tfds
 
 from tunas_search.data import base
 
-# SPEC section 6 (TuNAS, Bender et al. 2020): the first 50,046 ImageNet
-# training images are the controller's validation set, the remaining
-# 1,231,121 train the shared weights; the official validation set (50,000)
-# is the test set.
+# docs/method.md section 6, "ImageNet split" (TuNAS, Bender et al. 2020):
+# the first 50,046 ImageNet training images are the controller's validation
+# set, the remaining 1,231,121 train the shared weights; the official
+# validation set (50,000) is the test set.
 IMAGENET_NUM_VALIDATION = 50046
 IMAGENET_NUM_TRAIN_FULL = 1281167
 IMAGENET_NUM_TEST = 50000
@@ -40,9 +40,9 @@ class TfdsSource(base.DataSource):
   """One TFDS dataset with a held-out validation split carved from 'train'.
 
   The held-out images are the FIRST num_validation images of the TFDS
-  'train' split (as TuNAS does for ImageNet, SPEC section 6): 'validation'
-  reads 'train[:N]', 'train' reads 'train[N:]', 'train_full' reads 'train'
-  and 'test' reads the official test split.
+  'train' split (as TuNAS does for ImageNet, docs/method.md section 6):
+  'validation' reads 'train[:N]', 'train' reads 'train[N:]', 'train_full'
+  reads 'train' and 'test' reads the official test split.
   """
 
   def __init__(self, info: base.DatasetInfo, tfds_name: str,

@@ -21,8 +21,9 @@ TRAIN_SPLITS = ('train', 'train_full')
 EVAL_SPLITS = ('test', 'validation')
 # docs/method.md section 7: no dropout before the classifier below 150 epochs.
 DROPOUT_FREE_EPOCHS = 150.0
-# From 150 epochs on the SPEC gives no rate; 0.2 is the rate MobileNetV2
-# (Sandler et al. 2018) and MnasNet (Tan et al. 2019) train with. Ours.
+# From 150 epochs on the source gives no rate (docs/method.md section 7,
+# "Stand-alone training"); 0.2 is the rate MobileNetV2 (Sandler et al. 2018)
+# and MnasNet (Tan et al. 2019) train with. Ours.
 LONG_RUN_DROPOUT_RATE = 0.2
 
 # May differ between the run that wrote a model dir and one that resumes or
