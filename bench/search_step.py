@@ -23,6 +23,10 @@ Keys:
   overlap_gain: search step with the validation pass made to wait for the
     weight update / the search step as built (`pre_update` validation runs
     concurrently with the update); > 1 is the gain of the overlap.
+  deferred_vs_every_step_ratio: the search step (unused weights' RMSProp
+    steps deferred, `unused_weight_steps=auto`, the CPU/GPU default) / the
+    same step updating every weight every step as TuNAS's optimiser
+    (`every_step`); < 1 is what deferring saves.
   overhead_share: time of the controller, cost model, reward and summary
     packing alone, as a share of the search step; goal <= 0.03.
   supernet_update_ms: one RMSProp update (with zero gradients) of variables
@@ -32,7 +36,8 @@ Keys:
     sampled network's weights.
   <part>_ms: each part timed, in ms (per repeat the median of --steps runs;
     the fastest repeat): search_ms (the search step, sampled widths),
-    search_masked_ms (the masked form), search_serialised_ms (sampled widths,
+    search_masked_ms (the masked form), search_every_step_ms (sampled
+    widths, every weight updated every step), search_serialised_ms (sampled widths,
     validation after the update), train_ms and inference_ms (the stand-alone
     parts at the architecture's widths), train_widest_ms and
     inference_widest_ms (at the largest widths of the sampled ops),
@@ -73,10 +78,11 @@ tf1 = tf.compat.v1
 _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
 
 
-def _config(args, model_dir: str, widths: str) -> SearchConfig:
+def _config(args, model_dir: str, widths: str,
+            unused_weight_steps: str = 'auto') -> SearchConfig:
   space = search_spaces.get(args.search_space)
   return SearchConfig(
-      supernet_widths=widths,
+      supernet_widths=widths, unused_weight_steps=unused_weight_steps,
       search_space=args.search_space, model_dir=model_dir, num_classes=10,
       num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size,
@@ -262,6 +268,8 @@ def main():
   fetches = {}
   fetches['search'] = search_step(sampled_config, spec, indices, rng)
   fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
+  fetches['search_every_step'] = search_step(
+      _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng)
   fetches['search_serialised'] = search_step(sampled_config, spec, indices,
                                              rng, overlap=False)
   session, train, inference = parts(sampled_config, spec, indices, rng,
@@ -297,6 +305,8 @@ def main():
       'sampled_vs_masked_step_ratio': round(
           ms['search'] / ms['search_masked'], 3),
       'overlap_gain': round(ms['search_serialised'] / ms['search'], 3),
+      'deferred_vs_every_step_ratio': round(
+          ms['search'] / ms['search_every_step'], 3),
       'overhead_share': round(ms['overhead'] / ms['search'], 4),
   }, indent=2))
 

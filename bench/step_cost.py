@@ -9,6 +9,8 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     the architecture at its own widths (target <= 1.10);
   * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices
     over the same tower with 1 choice, choice 0 selected (target <= 1.05),
+    every weight updated every step (TuNAS's optimiser; `_deferred_ratio`:
+    the same with unused weights' steps deferred, the default off TPU),
     with `op_choices_breakdown`: per choice count, the forward pass, the
     backward pass (forward + gradients - forward; the gradients are summed
     to one scalar so that none is pruned), the weight update (step -
@@ -30,7 +32,9 @@ Keys (times in ms per step, each config's fastest round):
     op_choices_3_ms and op_choices_7_ms (the small tower with 1, 3 and 7
     op choices; the 3-choice tower enters no ratio) and
     op_choices_7_sampled_path_only_ms (7 choices, only the sampled path's
-    weights differentiated and updated);
+    weights differentiated and updated), op_choices_1_deferred_ms and
+    op_choices_7_deferred_ms (the towers with the search's default update
+    off TPU, unused weights' steps deferred: `unused_weight_steps`);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds.
@@ -46,6 +50,7 @@ interleaved over several rounds and each config keeps its fastest round.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -62,6 +67,7 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import search_spaces  # pylint: disable=g-import-not-at-top
 from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
 from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
+from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
 from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
 
 NUM_CLASSES = 10
@@ -109,9 +115,16 @@ class Step:
   """One network in its own graph and session, with an RMSProp step."""
 
   def __init__(self, spec, indices, supernet: bool, args,
-               width_form: str = 'masked', sampled_path_only: bool = False):
+               width_form: str = 'masked', sampled_path_only: bool = False,
+               deferred: bool = False):
     self.graph = tf.Graph()
-    with self.graph.as_default():
+    with self.graph.as_default(), contextlib.ExitStack() as stack:
+      # Deferred: the search's update with unused weights' steps deferred
+      # (`unused_weight_steps=deferred`), which reads snapshots.
+      snapshots = {}
+      uses = supernet_lib.WeightUses() if deferred else None
+      if deferred:
+        stack.enter_context(supernet_lib.reading_snapshots(snapshots))
       decisions = schema.decisions(spec)
       if supernet:
         # Fed, not constant: the search computes its masks from a sample.
@@ -128,7 +141,9 @@ class Step:
           args.batch, args.image_size, args.image_size, 3)).astype('f4'))
       labels = tf.constant(rng.integers(NUM_CLASSES, size=args.batch))
       logits = build_network(spec, images, NUM_CLASSES, is_training=True,
-                             batch_norm_mode=bn_mode, width_form=width_form)
+                             batch_norm_mode=bn_mode, width_form=width_form,
+                             uses=uses)
+      stack.close()
       loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
       updates = tf.compat.v1.get_collection(
           tf.compat.v1.GraphKeys.UPDATE_OPS)
@@ -142,8 +157,19 @@ class Step:
       grads_and_vars = optimizer.compute_gradients(
           loss, var_list=variables,
           gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
-      with tf.control_dependencies(updates):
-        self.train_op = optimizer.apply_gradients(grads_and_vars)
+      if deferred:
+        step = tf.compat.v1.train.get_or_create_global_step()
+        deferred_rmsprop = supernet_lib.DeferredRMSProp(
+            variables, uses, snapshots, step.read_value(), 1e-3, decay=0.9,
+            momentum=0.9, epsilon=1.0)
+        grads_and_vars = list(zip(tf.gradients(loss, variables), variables))
+        update = deferred_rmsprop.apply_gradients(grads_and_vars,
+                                                  tf.constant(True))
+        with tf.control_dependencies([update]):
+          self.train_op = step.assign_add(1).op
+      else:
+        with tf.control_dependencies(updates):
+          self.train_op = optimizer.apply_gradients(grads_and_vars)
       self.fetches = {
           'forward': loss,
           # One scalar that needs every gradient: fetching the gradients
@@ -196,6 +222,10 @@ def main(argv=None) -> None:
   steps['op_choices_7_sampled_path_only'] = Step(
       tower, [0] * len(schema.decisions(tower)), True, args,
       sampled_path_only=True)
+  for n in (1, 7):
+    tower = op_tower(n)
+    steps[f'op_choices_{n}_deferred'] = Step(
+        tower, [0] * len(schema.decisions(tower)), True, args, deferred=True)
   # (step name, fetch) pairs; the op towers' parts too.
   timed = [(name, 'step') for name in steps]
   timed += [(f'op_choices_{n}', part) for n in (1, 7)
@@ -223,6 +253,8 @@ def main(argv=None) -> None:
       'sampled_supernet_vs_standalone_ratio':
           ms['supernet_sampled'] / ms['standalone'],
       'op_choices_7_vs_1_ratio': ms['op_choices_7'] / ms['op_choices_1'],
+      'op_choices_7_vs_1_deferred_ratio':
+          ms['op_choices_7_deferred'] / ms['op_choices_1_deferred'],
       'op_choices_breakdown': breakdown,
       **{f'{name}_ms': value for name, value in ms.items()},
       'space': args.space, 'architecture': architecture.format_indices(

@@ -139,6 +139,19 @@ def test_cost_model_space_defaults_to_the_search_space(tmp_path):
           'proxylessnas_enlarged_search')
 
 
+def test_a_config_written_before_unused_weight_steps_reads_as_every_step(
+    tmp_path):
+  # Its checkpoints hold no deferred state: resuming it with the new default
+  # ('auto', deferred on CPU) must be refused, not restore half a state.
+  c = _config(tmp_path)
+  old = json.loads(c.to_json())
+  del old['unused_weight_steps']
+  stored = SearchConfig.from_json(json.dumps(old))
+  assert stored.unused_weight_steps == 'every_step'
+  assert not stored.defers_unused_weight_steps
+  assert 'unused_weight_steps' in stored.incompatibilities(c)
+
+
 def test_json_round_trip(tmp_path):
   c = _config(tmp_path, seed=3, use_bfloat16=True)
   assert SearchConfig.from_json(c.to_json()) == c

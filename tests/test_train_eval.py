@@ -20,6 +20,7 @@ from tunas_search.config import ConfigError
 from tunas_search.standalone import model_fn
 from tunas_search.standalone import warm_start
 from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.supernet import deferred
 
 tf1 = tf.compat.v1
 SPEC = tiny.tiny_spec()
@@ -130,8 +131,11 @@ def test_a_search_dir_is_not_a_train_eval_dir(tmp_path):
 
 # Warm start -----------------------------------------------------------------
 
-def write_search(model_dir, spec=SPEC, indices=LARGEST, drop=(), **overrides):
+def write_search(model_dir, spec=SPEC, indices=LARGEST, drop=(), extra=None,
+                 **overrides):
   """A search dir whose checkpoint holds a largest-width network's weights.
+
+  `extra` (name -> value) adds tensors to the checkpoint.
 
   Returns:
     name -> saved value.
@@ -148,6 +152,8 @@ def write_search(model_dir, spec=SPEC, indices=LARGEST, drop=(), **overrides):
     step = tf1.train.get_or_create_global_step()
     keep = [v for v in variables if 'moving' not in v.name]  # 'batch' BN.
     keep = [v for v in keep if v.name.split(':')[0] not in drop]
+    keep += [tf1.get_variable(name, initializer=value, trainable=False)
+             for name, value in (extra or {}).items()]
     with tf1.Session() as session:
       session.run(tf1.global_variables_initializer())
       session.run(step.assign(5))
@@ -188,6 +194,29 @@ def test_warm_start_loads_prefix_slices(tmp_path):
   assert not any('moving' in name for name in saved)
   np.testing.assert_array_equal(
       values['blocks/0/layers/0/bn_k3/moving_variance'], np.ones(8))
+
+
+def test_warm_start_takes_the_missed_steps_of_deferred_weights(tmp_path):
+  # The stem's kernel was last used in step 1 (current to 2): at step 5 it
+  # has missed 3 momentum steps (docs/method.md, "Deferred steps of unused
+  # weights"); the classifier is not deferred.
+  stem = 'blocks/0/layers/0/conv_k3/kernel'
+  momentum = np.full([3, 3, 1, 16], 0.01, np.float32)
+  saved = write_search(tmp_path, extra={
+      deferred.NAMES: np.array([stem.encode()]),
+      deferred.CURRENT_TO: np.array([2], np.int64),
+      f'{stem}/{deferred.MOMENTUM_SLOT}': momentum})
+  weights = warm_start.SearchWeights.open(str(tmp_path), SPEC, 10, 1)
+  with tf.Graph().as_default():
+    variables = standalone_variables(LARGEST)
+    values = dict((v.op.name, value)
+                  for v, value in weights.assignments(variables))
+  mu = tiny.tiny_config(tmp_path / 'x').model_momentum
+  shift = mu + mu**2 + mu**3
+  np.testing.assert_allclose(values[stem], saved[stem] - 0.01 * shift,
+                             rtol=1e-6, atol=1e-7)
+  np.testing.assert_array_equal(values['classifier/kernel'],
+                                saved['classifier/kernel'])
 
 
 def test_warm_start_names_a_missing_variable(tmp_path):

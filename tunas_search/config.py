@@ -41,6 +41,15 @@ VALIDATION_WEIGHTS = ('pre_update', 'post_update')
 # (to float tolerance) and so are the variables, so the form may change
 # when a run resumes (RUNTIME_FIELDS).
 SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
+# How RMSProp moves the shared weights a step's architecture does not use
+# (docs/method.md, "Deferred steps of unused weights"): 'every_step' is
+# TuNAS's optimiser, which steps every weight every step (unused ones move on
+# their momentum); 'deferred' takes an unused weight's missed steps in closed
+# form when it is next used or read, to the same values within float
+# rounding; 'auto' is 'deferred' where it can run (one replica, off TPU) and
+# 'every_step' elsewhere. Not changeable on resume: a deferred checkpoint
+# holds weights as of their last use.
+UNUSED_WEIGHT_STEPS = ('auto', 'every_step', 'deferred')
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that
 # are computed from the global step, so the graph, every variable and every
@@ -303,6 +312,14 @@ class SearchConfig(TrainingFields):
       'network costs), masked (the largest width with masked channels, as '
       'TuNAS; static shapes) or auto (masked on TPU, else sampled).',
       choices=SUPERNET_WIDTHS)
+  unused_weight_steps: str = option(
+      'auto', 'How RMSProp moves the shared weights a step does not use: '
+      'every_step (as TuNAS: every weight takes a step every step, unused '
+      'ones on their momentum), deferred (an unused weight takes its missed '
+      'steps in closed form when next used: the same values to float '
+      'rounding, for the cost of the sampled path; one replica off TPU) or '
+      'auto (deferred where it can run, else every_step).',
+      choices=UNUSED_WEIGHT_STEPS)
   multi_worker: bool = option(
       False, 'Run as one worker of a search over several hosts, as the '
       'TF_CONFIG environment variable describes them '
@@ -325,6 +342,18 @@ class SearchConfig(TrainingFields):
     if self.supernet_widths == 'auto':
       return 'masked' if self.use_tpu else 'sampled'
     return self.supernet_widths
+
+  @property
+  def defers_unused_weight_steps(self) -> bool:
+    """`unused_weight_steps` with 'auto' resolved (one replica, off TPU).
+
+    Depends only on fields fixed for a run, so a resumed run resolves it
+    alike.
+    """
+    if self.unused_weight_steps == 'auto':
+      return (not self.use_tpu and self.num_replicas == 1
+              and not self.multi_worker)
+    return self.unused_weight_steps == 'deferred'
 
   @property
   def scaled_rl_learning_rate(self) -> float:
@@ -354,6 +383,10 @@ class SearchConfig(TrainingFields):
     # search's never does: said as such, not as a list of unknown fields.
     if isinstance(values, dict) and 'indices' in values:
       raise OtherJobError('train_eval run', 'search')
+    if isinstance(values, dict):
+      # Written before the field existed: every weight was stepped every
+      # step, and the checkpoints hold no deferred state.
+      values.setdefault('unused_weight_steps', 'every_step')
     return cls.from_json_values(values)
 
   def incompatibilities(self, other: 'SearchConfig') -> Dict[str, Any]:
@@ -523,6 +556,14 @@ def _validate(c: SearchConfig) -> None:
   check(c.supernet_widths in SUPERNET_WIDTHS,
         f'unknown supernet_widths {c.supernet_widths!r}; valid choices: '
         f'{", ".join(SUPERNET_WIDTHS)}')
+  check(c.unused_weight_steps in UNUSED_WEIGHT_STEPS,
+        f'unknown unused_weight_steps {c.unused_weight_steps!r}; valid '
+        f'choices: {", ".join(UNUSED_WEIGHT_STEPS)}')
+  check(c.unused_weight_steps != 'deferred' or (
+      not c.use_tpu and c.num_replicas == 1 and not c.multi_worker),
+        'unused_weight_steps=deferred needs one replica off TPU (replicas '
+        'sampling different architectures share their gradients); use '
+        'every_step or auto')
   check(not (c.use_tpu and c.supernet_widths == 'sampled'),
         'supernet_widths=sampled cannot run on TPU: XLA needs static shapes; '
         'use masked or auto')

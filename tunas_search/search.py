@@ -86,7 +86,8 @@ def _sampling_seed(config: SearchConfig, base: int,
 
 def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
              snapshots: Optional[Dict[str, tf.Tensor]],
-             decay: Optional[supernet.MaskedWeightDecay] = None):
+             decay: Optional[supernet.MaskedWeightDecay] = None,
+             uses: Optional[supernet.WeightUses] = None):
   """The weight-shared network with batch-statistics BN (docs/method.md).
 
   With `snapshots`, every shared weight is read once per step into it and
@@ -99,7 +100,7 @@ def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
         masked_spec, images, config.num_classes, is_training=True,
         batch_norm_mode='batch',
         dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32,
-        decay=decay,
+        decay=decay, uses=uses,
         # XLA compiles the TPU step; functional conds halve its compile time
         # (docs/xla.md). None: v1 conds, or what `building_for_xla` says.
         for_xla=True if config.use_tpu else None,
@@ -186,13 +187,33 @@ def _after(grads_and_vars, deps: List[tf.Tensor]):
             for g, v in grads_and_vars]
 
 
+def _defers_unused_weight_steps(config: SearchConfig) -> bool:
+  """`config.defers_unused_weight_steps`, except in a build for XLA.
+
+  An XLA build (TPU, or `supernet.building_for_xla` off TPU) keeps TuNAS's
+  every-step update, as it keeps static widths.
+  """
+  return (config.defers_unused_weight_steps and not config.use_tpu
+          and not supernet.xla_build_active())
+
+
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
                         step: tf.Tensor,
                         snapshots: Optional[Dict[str, tf.Tensor]]
                         ) -> Dict[str, tf.Tensor]:
   """Trains the shared weights on the training batch; returns its tensors."""
   decay = supernet.MaskedWeightDecay()
-  logits = _network(config, masked_spec, batch.train_images, snapshots, decay)
+  deferred = _defers_unused_weight_steps(config)
+  uses = supernet.WeightUses() if deferred else None
+  # The validation pass's reads, which no update may precede.
+  validation_reads = snapshots
+  if deferred and snapshots is None:
+    # The deferred update orders its catch-ups before the training pass's
+    # reads, which must be snapshots (post_update validation reads the
+    # weights after the update instead).
+    snapshots = {}
+  logits = _network(config, masked_spec, batch.train_images, snapshots, decay,
+                    uses)
   one_hot = tf.one_hot(batch.train_labels, config.num_classes)
   empirical_loss = tf1.losses.softmax_cross_entropy(
       one_hot, logits, label_smoothing=config.label_smoothing)
@@ -204,27 +225,43 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
       step, config.scaled_model_learning_rate, config.total_steps,
       config.fraction_steps(config.model_warmup_steps_fraction))
   learning_rate = tpu.computed_once(learning_rate)
-  optimizer = tpu.model_optimizer(config, learning_rate)
-  # GATE_NONE: the optimiser's default (GATE_OP) groups the input gradients
-  # of every multi-input op with a NoOp and an Identity per gradient, which
-  # only orders their computation (values are the same; resource variable
-  # updates never race with reads). That was ~2,600 of the graph's ops, and
-  # the barrier below orders the update after every gradient when it is on.
-  grads_and_vars = optimizer.compute_gradients(
-      loss, var_list=variables,
-      gate_gradients=tf1.train.Optimizer.GATE_NONE)
+  if deferred:
+    # Only what the architecture uses is updated; the rest catches up when
+    # next used (docs/method.md, "Deferred steps of unused weights").
+    optimizer = supernet.DeferredRMSProp(
+        variables, uses, snapshots, step, learning_rate,
+        decay=config.model_rmsprop_decay, momentum=config.model_momentum,
+        epsilon=config.model_rmsprop_epsilon)
+  else:
+    optimizer = tpu.model_optimizer(config, learning_rate)
+  # GATE_NONE (and tf.gradients' default): the optimiser's default (GATE_OP)
+  # groups the input gradients of every multi-input op with a NoOp and an
+  # Identity per gradient, which only orders their computation (values are
+  # the same; resource variable updates never race with reads). That was
+  # ~2,600 of the graph's ops, and the barrier below orders the update after
+  # every gradient when it is on.
+  if deferred:  # One replica: no cross-shard loss scaling to apply.
+    grads_and_vars = list(zip(tf1.gradients(loss, variables), variables))
+  else:
+    grads_and_vars = optimizer.compute_gradients(
+        loss, var_list=variables,
+        gate_gradients=tf1.train.Optimizer.GATE_NONE)
   # The weight decay term needs no check of its own: a non-finite weight
   # makes its gradient non-finite, and an overflowing term still makes the
   # reported loss NaN below. Leaving it out keeps XLA from copying the
   # whole decay sum (every kernel's masked term) into each variable's update
   # fusion, which halved the compile (docs/xla.md, "Where the time goes").
   finite = _all_finite(empirical_loss, grads_and_vars)
-  grads_and_vars = _finite_or_zero(grads_and_vars, finite)
-  deps = list(snapshots.values()) if snapshots else []
+  if not deferred:  # The deferred update skips such a step instead.
+    grads_and_vars = _finite_or_zero(grads_and_vars, finite)
+  deps = list(validation_reads.values()) if validation_reads else []
   if config.use_gradient_sync_barrier:
     deps += [g for g, _ in grads_and_vars if g is not None]
   grads_and_vars = _after(grads_and_vars, deps)
-  train_op = optimizer.apply_gradients(grads_and_vars)  # No global step here.
+  if deferred:
+    train_op = optimizer.apply_gradients(grads_and_vars, finite)
+  else:
+    train_op = optimizer.apply_gradients(grads_and_vars)  # No global step.
   # A step with non-finite gradients reports a NaN loss, so the run stops.
   loss = tf.where(finite, loss, tf.constant(float('nan'), loss.dtype))
   return {'train_op': train_op, 'loss': loss, 'empirical_loss': empirical_loss,
@@ -243,7 +280,9 @@ def _validation_accuracy(config: SearchConfig, masked_spec: Any, batch: _Batch,
   for the update. `post_update` with the barrier on: every op of the pass
   (including the variable reads) runs after the weight update.
   """
-  wait = snapshots is None and config.use_gradient_sync_barrier
+  # The deferred update's catch-ups write the weights too.
+  wait = snapshots is None and (config.use_gradient_sync_barrier
+                                or _defers_unused_weight_steps(config))
   with tf.control_dependencies([after] if wait else []):
     logits = _network(config, masked_spec, batch.validation_images,
                       snapshots)

@@ -42,9 +42,13 @@ RTOL, ATOL = 1e-4, 1e-6
 def _search_config(tmp_path, **overrides) -> SearchConfig:
   # Steps 0-1 warm up, the controller learns from step 2 on: four steps
   # sample both warm-up and plain architectures and update the controller.
+  # An XLA build steps every weight every step (search.py), so the plain
+  # graph it is compared with does too (the deferred form has its own test,
+  # tests/supernet/test_deferred.py).
   values = dict(max_steps=8, increase_ops_warmup_steps_fraction=0.25,
                 increase_filters_warmup_steps_fraction=0.25,
-                rl_delay_steps_fraction=0.25, model_warmup_steps_fraction=0.0)
+                rl_delay_steps_fraction=0.25, model_warmup_steps_fraction=0.0,
+                unused_weight_steps='every_step')
   values.update(overrides)
   return tiny.tiny_config(tmp_path, **values)
 

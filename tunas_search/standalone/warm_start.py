@@ -15,6 +15,7 @@ import tensorflow as tf
 from tunas_search import analysis
 from tunas_search import serialization
 from tunas_search import supernet
+from tunas_search.supernet import deferred
 
 tf1 = tf.compat.v1
 
@@ -39,10 +40,14 @@ class SearchWeights:
     model_dir: the search's model dir.
     checkpoint: the checkpoint prefix whose weights are used.
     step: its global step.
+    momentum: the search's RMSProp momentum.
+    rmsprop_decay: the search's RMSProp decay.
   """
   model_dir: str
   checkpoint: str
   step: int
+  momentum: float = 0.9
+  rmsprop_decay: float = 0.9
 
   @classmethod
   def open(cls, search_dir: str, model_spec: Any, num_classes: int,
@@ -82,17 +87,25 @@ class SearchWeights:
                            'yet; wait for the search to write one')
     reader = tf.train.load_checkpoint(checkpoint)
     step = int(reader.get_tensor(tf1.GraphKeys.GLOBAL_STEP))
-    return cls(search_dir, checkpoint, step)
+    return cls(search_dir, checkpoint, step, search_config.model_momentum,
+               search_config.model_rmsprop_decay)
 
   def values_for(self, variables: Sequence[tf.Variable]
                  ) -> Dict[str, np.ndarray]:
     """Reads the supernet values of `variables` (only those) by name.
 
+    A weight whose RMSProp steps the search deferred (it was unused since
+    some step) takes the steps it missed, so every value is the one TuNAS's
+    optimiser gives at the checkpoint's step (`supernet.deferred`).
+
     Raises:
       WarmStartError: naming a variable (other than a BN moving statistic)
         that the checkpoint lacks.
     """
-    return read_values(self.checkpoint, variables)
+    return deferred.caught_up(
+        read_values(self.checkpoint, variables),
+        tf.train.load_checkpoint(self.checkpoint), self.step, self.momentum,
+        self.rmsprop_decay)
 
   def assignments(self, variables: Sequence[tf.Variable]
                   ) -> List[Tuple[tf.Variable, np.ndarray]]:

@@ -2,6 +2,8 @@
 
 from tunas_search.supernet.builder import build_network
 from tunas_search.supernet.builder import building_for_xla
+from tunas_search.supernet.builder import xla_build_active
+from tunas_search.supernet.deferred import DeferredRMSProp
 from tunas_search.supernet.ops import reading_snapshots
 from tunas_search.supernet.weights import MaskedWeightDecay
 from tunas_search.supernet.weights import is_weight_decayed
@@ -9,10 +11,13 @@ from tunas_search.supernet.weights import regularization_loss
 from tunas_search.supernet.weights import slice_to_shape
 from tunas_search.supernet.weights import supernet_assignments
 from tunas_search.supernet.weights import supernet_init_op
+from tunas_search.supernet.weights import WeightUses
 
 __all__ = [
-    'MaskedWeightDecay', 'build_network', 'building_for_xla',
+    'DeferredRMSProp', 'MaskedWeightDecay', 'WeightUses', 'build_network',
+    'building_for_xla',
     'is_weight_decayed',
     'reading_snapshots', 'regularization_loss',
     'slice_to_shape', 'supernet_assignments', 'supernet_init_op',
+    'xla_build_active',
 ]

@@ -22,6 +22,7 @@ from tunas_search.supernet import widths
 from tunas_search.supernet.ops import BuildContext
 from tunas_search.supernet.widths import Width
 from tunas_search.supernet.weights import MaskedWeightDecay
+from tunas_search.supernet.weights import WeightUses
 # Re-exported: docs/DESIGN.md lists these with the builder.
 from tunas_search.supernet.weights import regularization_loss  # pylint: disable=unused-import
 from tunas_search.supernet.weights import slice_to_shape  # pylint: disable=unused-import
@@ -59,6 +60,7 @@ def _in_choice(ctx: BuildContext, entry: tf.Tensor) -> BuildContext:
 def _conv_kernel(scope: str, kernel_size: int, in_width: Width,
                  out_width: Width, ctx: BuildContext) -> tf.Tensor:
   """A conv kernel (variable at the largest widths), registered for decay."""
+  ctx.record(scope, 'kernel')
   kernel = widths.narrow(
       ops.conv_kernel(scope, kernel_size, in_width.max, out_width.max),
       (None, None, in_width, out_width))
@@ -71,6 +73,7 @@ def _conv_kernel(scope: str, kernel_size: int, in_width: Width,
 def _depthwise_kernel(scope: str, kernel_size: int, channels: Width,
                       ctx: BuildContext) -> tf.Tensor:
   """A depthwise kernel, registered for weight decay (channel axis 2)."""
+  ctx.record(scope, 'kernel')
   kernel = widths.narrow(ops.depthwise_kernel(scope, kernel_size, channels.max),
                          (None, None, channels, None))
   if ctx.decay is not None:
@@ -81,6 +84,7 @@ def _depthwise_kernel(scope: str, kernel_size: int, channels: Width,
 def _batch_norm_vars(scope: str, width: Width,
                     ctx: BuildContext) -> ops.BatchNormVars:
   """A BN's variables, read at `width` (see `widths.narrow`)."""
+  ctx.record(scope, 'gamma', 'beta')
   bn = ops.batch_norm_vars(scope, width.max, ctx)
   if width.size is None:
     return bn
@@ -92,8 +96,9 @@ def _batch_norm_vars(scope: str, width: Width,
                            widths.narrow(bn.beta, (width,)))
 
 
-def _bias(scope: str, width: Width) -> tf.Tensor:
+def _bias(scope: str, width: Width, ctx: BuildContext) -> tf.Tensor:
   """A zero-initialised bias, read at `width`."""
+  ctx.record(scope, 'bias')
   return widths.narrow(ops.bias(scope, width.max), (width,))
 
 
@@ -153,7 +158,7 @@ def _build_conv(layer: specs.Conv, path: str, in_width: Width,
       return lambda x, coef: ops.batch_norm(
           ops.conv2d(x, kernel, layer.strides), bn, sub_ctx,
           ops.combine(out_width.mask, coef))
-    b = _bias(f'{path}/conv_k{k}', out_width)
+    b = _bias(f'{path}/conv_k{k}', out_width, sub_ctx)
     return lambda x, coef: ops.scaled(
         ops.conv2d(x, kernel, layer.strides) + tf.cast(b, x.dtype),
         ops.combine(out_width.mask, coef))
@@ -192,9 +197,9 @@ def _squeeze_excite_choice(path: str, expanded: Width,
     if not enabled:
       return ops.scaled
     reduce_k = _conv_kernel(f'{path}/se/reduce', 1, expanded, hidden, ctx)
-    reduce_b = _bias(f'{path}/se/reduce', hidden)
+    reduce_b = _bias(f'{path}/se/reduce', hidden, ctx)
     expand_k = _conv_kernel(f'{path}/se/expand', 1, hidden, expanded, ctx)
-    expand_b = _bias(f'{path}/se/expand', expanded)
+    expand_b = _bias(f'{path}/se/expand', expanded, ctx)
 
     def fn(x, coef):
       pooled = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
@@ -361,6 +366,7 @@ def _classifier(features: tf.Tensor, width: Width, num_classes: int,
   pooled = tf.cast(tf.reduce_mean(features, axis=[1, 2]), tf.float32)
   if ctx.is_training and dropout_rate > 0:
     pooled = tf.nn.dropout(pooled, rate=dropout_rate)
+  ctx.record('classifier', 'kernel', 'bias')
   kernel = widths.narrow(ops.get_var(
       'classifier', 'kernel', [width.max, num_classes],
       tf.compat.v1.random_normal_initializer(stddev=CLASSIFIER_STDDEV)),
@@ -388,12 +394,18 @@ def building_for_xla():
     _FOR_XLA[0] = was
 
 
+def xla_build_active() -> bool:
+  """Whether `build_network(for_xla=None)` builds for XLA right now."""
+  return _FOR_XLA[0]
+
+
 def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                   num_classes: int, *, is_training: bool,
                   batch_norm_mode: str, dtype: tf.DType = tf.float32,
                   dropout_rate: float = 0.0,
                   path_dropout_rate: float = 0.0,
                   decay: Optional[MaskedWeightDecay] = None,
+                  uses: Optional[WeightUses] = None,
                   for_xla: Optional[bool] = None,
                   width_form: str = widths.MASKED) -> tf.Tensor:
   """Builds the network of a masked spec on `images`.
@@ -416,6 +428,8 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     decay: if given, collects the weight-decay term of every kernel this
       build uses, masked by the sampled path (`MaskedWeightDecay`); pass it
       to the training build only.
+    uses: if given, records the op scales of every variable this build
+      creates or reuses (`WeightUses`, for `deferred.DeferredRMSProp`).
     for_xla: build the conds as functional `If` ops, which XLA (TPU,
       `xla.compile`) compiles about 2.5x faster than v1 Switch/Merge; the
       default v1 conds build about 3x faster and suit CPU and GPU graphs
@@ -447,7 +461,7 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
   if for_xla is None:
     for_xla = _FOR_XLA[0]
   ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
-                     model_spec.filters_base, decay=decay,
+                     model_spec.filters_base, decay=decay, uses=uses,
                      sampled_widths=(width_form == widths.SAMPLED
                                      and not for_xla))
   x = tf.cast(images, dtype)

@@ -45,6 +45,7 @@ class BuildContext:
     decay: collects the masked weight-decay terms of this build, or None.
     sampled_widths: compute searched widths at their sampled size instead of
       masking the largest (`widths.WIDTH_FORMS`).
+    uses: records each variable's op scales (`weights.WeightUses`), or None.
   """
   is_training: bool
   batch_norm_mode: str
@@ -55,6 +56,13 @@ class BuildContext:
   op_scale: Optional[tf.Tensor] = None
   decay: Optional['weights.MaskedWeightDecay'] = None
   sampled_widths: bool = False
+  uses: Optional['weights.WeightUses'] = None
+
+  def record(self, scope: str, *names: str) -> None:
+    """Records `scope/name` for each name as used under `op_scale`."""
+    if self.uses is not None:
+      for name in names:
+        self.uses.add(f'{scope}/{name}', self.op_scale)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -109,6 +109,40 @@ class MaskedWeightDecay:
     return 0.5 * weight_decay * tf.add_n(per_kernel)
 
 
+class WeightUses:
+  """Which searched choices use each shared weight: its op scales.
+
+  The builder records every variable it creates with the product of the op
+  mask entries enclosing it (`BuildContext.op_scale`; None outside any
+  searched choice). A weight whose every recorded scale is 0 in a step is not
+  used by that step's architecture: its gradient is exactly zero, which is
+  what lets `deferred.DeferredRMSProp` postpone its RMSProp steps.
+  """
+
+  def __init__(self):
+    self._scales = {}  # name -> [scale or None], in insertion order.
+
+  def add(self, name: str, op_scale: Optional[tf.Tensor]) -> None:
+    """Records one use of variable `name` (without `:0`) under `op_scale`."""
+    self._scales.setdefault(_base_name(name), []).append(op_scale)
+
+  def scales(self, name: str) -> Optional[List[tf.Tensor]]:
+    """The op scales of `name`'s uses; None if it is used unconditionally.
+
+    A weight the builder did not record counts as used unconditionally, so
+    it is never deferred.
+    """
+    scales = self._scales.get(_base_name(name))
+    if not scales or any(s is None for s in scales):
+      return None
+    return scales
+
+  @property
+  def names(self) -> List[str]:
+    """The recorded names, in the order they were first added."""
+    return list(self._scales)
+
+
 def slice_to_shape(value: np.ndarray, shape: Sequence[int]) -> np.ndarray:
   """The prefix `value[:shape[0], :shape[1], ...]` (docs/method.md section 4).
 

@@ -1,0 +1,204 @@
+"""Deferred RMSProp steps of unused weights against TuNAS's every-step update.
+
+The deferred form must give the weights TensorFlow's RMSProp gives when it
+steps every weight every step (docs/method.md, "Deferred steps of unused
+weights"): the closed form of k zero-gradient steps against the kernel
+itself, and a whole search run in both forms, step by step.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.e2e import tiny
+from tunas_search import config as config_lib
+from tunas_search import search
+from tunas_search.supernet import deferred
+
+tf1 = tf.compat.v1
+
+MOMENTUM = 0.9
+DECAY = 0.9
+STEPS = 14
+
+
+@pytest.mark.parametrize('momentum', [0.0, 0.5, 0.9])
+def test_closed_form_matches_zero_gradient_steps(momentum):
+  rng = np.random.RandomState(0)
+  with tf.Graph().as_default(), tf1.Session() as sess:
+    var = tf1.get_variable('w', initializer=rng.randn(5).astype(np.float32))
+    grad = tf1.placeholder(tf.float32, [5])
+    optimizer = tf1.train.RMSPropOptimizer(0.1, decay=DECAY,
+                                           momentum=momentum, epsilon=1.0)
+    update = optimizer.apply_gradients([(grad, var)])
+    ms, mom = optimizer.get_slot(var, 'rms'), optimizer.get_slot(var,
+                                                                  'momentum')
+    sess.run(tf1.global_variables_initializer())
+    sess.run(update, {grad: rng.randn(5)})
+    start = sess.run([var, ms, mom])
+    for _ in range(7):
+      sess.run(update, {grad: np.zeros(5)})
+    end = sess.run([var, ms, mom])
+  ms_f, mom_f, shift = deferred.idle_factors(7, momentum, DECAY)
+  np.testing.assert_allclose(end[0], start[0] - start[2] * shift, rtol=1e-6,
+                             atol=1e-6)
+  np.testing.assert_allclose(end[1], start[1] * ms_f, rtol=1e-6)
+  np.testing.assert_allclose(end[2], start[2] * mom_f, rtol=1e-6)
+
+
+def test_closed_form_of_no_missed_step_is_the_identity():
+  ms_f, mom_f, shift = deferred.idle_factors(0, MOMENTUM, DECAY)
+  assert (ms_f, mom_f, shift) == (1, 1, 0)
+
+
+def _run(tmp_path, mode: str, validation_weights: str, nan_step=None):
+  """Runs STEPS search steps; returns per-step weights and current_to.
+
+  At `nan_step` the training images are NaN, so that step's gradients are.
+  """
+  config = tiny.tiny_config(
+      tmp_path, unused_weight_steps=mode, max_steps=100,
+      validation_weights=validation_weights,
+      # A reward that cannot differ between the forms by a rounding flip of
+      # one validation prediction, so both sample the same architectures.
+      constant_validation_accuracy=0.5,
+      increase_ops_warmup_steps_fraction=0.0,
+      increase_filters_warmup_steps_fraction=0.0)
+  rng = np.random.RandomState(1)
+  with tf.Graph().as_default():
+    tf1.set_random_seed(0)  # The same initial weights in both forms.
+    train_images = tf1.placeholder_with_default(
+        rng.rand(4, 28, 28, 1).astype(np.float32), [4, 28, 28, 1])
+    features = {
+        'train_images': train_images,
+        'validation_images': tf.constant(rng.rand(16, 28, 28, 1), tf.float32)}
+    labels = {'train_labels': tf.constant(rng.randint(10, size=4)),
+              'validation_labels': tf.constant(rng.randint(10, size=16))}
+    spec = search.make_model_fn(config, tiny.tiny_spec())(
+        features, labels, tf.estimator.ModeKeys.TRAIN, {})
+    indices = tf1.get_collection(search.SAMPLED_INDICES)[0]
+    weights = search._model_variables()  # pylint: disable=protected-access
+    saver = tf1.train.Saver()
+    history, sampled, current = [], [], []
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for step in range(STEPS):
+        feed = ({train_images: np.full([4, 28, 28, 1], np.nan, np.float32)}
+                if step == nan_step else None)
+        _, loss, chosen = sess.run([spec.train_op, spec.loss, indices], feed)
+        assert np.isnan(loss) == (step == nan_step)
+        sampled.append(chosen.tolist())
+        path = saver.save(sess, str(tmp_path / 'ckpt'), global_step=step + 1)
+        reader = tf.train.load_checkpoint(path)
+        values = {v.op.name: reader.get_tensor(v.op.name) for v in weights}
+        history.append(deferred.caught_up(values, reader, step + 1,
+                                          MOMENTUM, DECAY))
+        if reader.has_tensor(deferred.CURRENT_TO):
+          current.append(reader.get_tensor(deferred.CURRENT_TO))
+  return history, sampled, current
+
+
+@pytest.mark.parametrize('validation_weights, nan_step', [
+    ('pre_update', None), ('post_update', None), ('pre_update', 6)])
+def test_deferred_steps_give_every_step_weights(tmp_path, validation_weights,
+                                                nan_step):
+  every, every_arch, _ = _run(tmp_path / 'every', 'every_step',
+                              validation_weights, nan_step)
+  lazy, lazy_arch, current = _run(tmp_path / 'lazy', 'deferred',
+                                  validation_weights, nan_step)
+  assert lazy_arch == every_arch
+  # The run must exercise the deferral: at some checkpoint a weight is
+  # behind the step, and later a weight catches up two or more missed steps.
+  behind = [i for i, c in enumerate(current) if c.min() < i + 1]
+  assert behind, 'no weight was ever unused'
+  jumps = [int((b - a).max()) for a, b in zip(current, current[1:])]
+  assert max(jumps) >= 3, current
+  if nan_step is not None:  # No weight was updated in the NaN step.
+    assert current[nan_step].max() <= nan_step
+  for step, (want, got) in enumerate(zip(every, lazy)):
+    assert sorted(want) == sorted(got)
+    for name in want:
+      np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6,
+                                 err_msg=f'{name} after step {step + 1}')
+
+
+def test_reads_and_updates_of_deferred_weights_wait_for_their_catch_up(
+    tmp_path):
+  config = tiny.tiny_config(tmp_path, unused_weight_steps='deferred')
+  with tf.Graph().as_default() as graph:
+    features = {'train_images': tf.zeros([4, 28, 28, 1]),
+                'validation_images': tf.zeros([16, 28, 28, 1])}
+    labels = {'train_labels': tf.zeros([4], tf.int32),
+              'validation_labels': tf.zeros([16], tf.int32)}
+    search.make_model_fn(config, tiny.tiny_spec())(
+        features, labels, tf.estimator.ModeKeys.TRAIN, {})
+    names_var, = [v for v in tf1.global_variables()
+                  if v.op.name == deferred.NAMES]
+    with tf1.Session() as sess:
+      sess.run(names_var.initializer)
+      names = {n.decode() for n in sess.run(names_var)}
+  # Every weight is in the checkpoint's list: those of op choices (kernel
+  # sizes, the skippable layer) and those every architecture uses, which
+  # miss the steps whose gradients were not finite.
+  assert {'blocks/1/layers/0/depthwise_k5/kernel',
+          'blocks/1/layers/1/layer/choices/0/expand/kernel',
+          'blocks/1/layers/0/expand/kernel', 'classifier/kernel'} <= names
+  handles = {v.handle.op.name: v.op.name
+             for v in graph.get_collection(tf1.GraphKeys.GLOBAL_VARIABLES)}
+  # The top-level reads of each weight that the step uses (the snapshots):
+  # a read inside a cond takes the handle through a Switch instead.
+  deferred_reads = [op for op in graph.get_operations()
+                    if op.type == 'ReadVariableOp'
+                    and handles.get(op.inputs[0].op.name) in names
+                    and op.outputs[0].consumers()]
+  assert len(deferred_reads) >= len(names)
+  for op in deferred_reads:
+    waits = [c.name for c in op.control_inputs]
+    assert any(n.startswith(deferred.CATCH_UP) for n in waits), (op.name,
+                                                                  waits)
+  updates = [op for op in graph.get_operations()
+             if op.type == 'ResourceApplyRMSProp'
+             and op.name.startswith(deferred.UPDATE)]
+  assert updates
+  for op in updates:
+    assert any(n.startswith(deferred.CATCH_UP) for n in _ancestor_names(op))
+
+
+def _ancestor_names(op: tf.Operation) -> set:
+  """Names of every op `op` waits for, through data and control edges."""
+  seen, stack = set(), [op]
+  while stack:
+    node = stack.pop()
+    for parent in [t.op for t in node.inputs] + list(node.control_inputs):
+      if parent.name not in seen:
+        seen.add(parent.name)
+        stack.append(parent)
+  return seen
+
+
+def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):
+  with tf.Graph().as_default(), tf1.Session() as sess:
+    var = tf1.get_variable('w', initializer=np.ones(3, np.float32))
+    sess.run(var.initializer)
+    path = tf1.train.Saver([var]).save(sess, str(tmp_path / 'c'))
+  values = {'w': np.ones(3, np.float32)}
+  out = deferred.caught_up(values, tf.train.load_checkpoint(path), 5,
+                           MOMENTUM, DECAY)
+  np.testing.assert_array_equal(out['w'], values['w'])
+
+
+@pytest.mark.parametrize('overrides, deferred_', [
+    ({}, True),
+    ({'unused_weight_steps': 'every_step'}, False),
+    ({'use_tpu': True, 'tpu': 'my-tpu', 'num_replicas': 8,
+      'train_batch_size': 8}, False),
+])
+def test_auto_defers_with_one_replica_off_tpu(tmp_path, overrides, deferred_):
+  config = tiny.tiny_config(tmp_path, **overrides)
+  assert config.defers_unused_weight_steps == deferred_
+
+
+def test_deferred_on_tpu_is_refused(tmp_path):
+  with pytest.raises(config_lib.ConfigError, match='unused_weight_steps'):
+    tiny.tiny_config(tmp_path, unused_weight_steps='deferred', use_tpu=True,
+                     tpu='my-tpu')

@@ -1,0 +1,269 @@
+"""RMSProp whose steps of unused shared weights are deferred, exactly.
+
+TuNAS trains the shared weights with RMSProp and momentum, and every weight
+takes a step every step (docs/method.md section 6): a weight that the sampled
+architecture does not use has a zero gradient (its weight decay is masked
+too), yet moves on with its momentum. With g = 0, TensorFlow's RMSProp step
+
+    ms <- rho * ms + (1 - rho) * g**2,  mom <- mu * mom + lr * g / sqrt(ms + eps),
+    var <- var - mom
+
+has a closed form over k such steps, whatever the learning rates were:
+
+    ms * rho**k,  mom * mu**k,  var - mom * mu * (1 - mu**k) / (1 - mu).
+
+`DeferredRMSProp` updates only the weights the step's architecture uses
+(grouped by the op choices that use them, `weights.WeightUses`); a group's
+missed steps are taken in that closed form at the start of the next step that
+uses it, before its weights are read. The weights then hold the same values
+as under TuNAS's optimiser, to float rounding, while a step costs the update
+of the sampled path only (docs/method.md, "Deferred steps of unused weights").
+
+A checkpoint holds each weight as of its last use, with the step count it
+is current to (`NAMES`, `CURRENT_TO`); `caught_up` gives its value at the
+checkpoint's step. One replica only: replicas that sample different
+architectures would share the union of their gradients.
+"""
+
+import contextlib
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from tunas_search.supernet import ops
+from tunas_search.supernet.weights import WeightUses
+
+tf1 = tf.compat.v1
+
+SCOPE = 'deferred_rmsprop'
+# Checkpoint names: the deferred weights' names, and for each the number of
+# steps its value and slots are current to (its last use's step + 1).
+NAMES = f'{SCOPE}/names'
+CURRENT_TO = f'{SCOPE}/current_to'
+# TensorFlow's RMSProp slot names (tf.compat.v1.train.RMSPropOptimizer):
+# checkpoints of both forms name the slots alike.
+MS_SLOT = 'RMSProp'
+MOMENTUM_SLOT = 'RMSProp_1'
+# Name scopes of each group's conds (read by tests of the step's order).
+CATCH_UP = 'catch_up'
+UPDATE = 'deferred_update'
+
+
+def _base_name(name: str) -> str:
+  return name.split(':')[0]
+
+
+def _read_op(read: tf.Tensor) -> tf.Operation:
+  """The ReadVariableOp behind a read (`read_value` adds an Identity)."""
+  op = read.op
+  while op.type == 'Identity':
+    op = op.inputs[0].op
+  if op.type != 'ReadVariableOp':
+    raise ValueError(f'{read.name} is not a variable read')
+  return op
+
+
+def idle_factors(k, momentum: float, decay: float):
+  """(mean-square factor, momentum factor, momentum-to-weight factor) of k idle steps.
+
+  `k` is a number or a float tensor; the weight moves by
+  `-mom * mu * (1 - mu**k) / (1 - mu)` (k * mom when mu = 1).
+  """
+  pow_ = tf.pow if isinstance(k, tf.Tensor) else np.power
+  mu_k = pow_(np.float32(momentum), k)
+  if momentum == 1:
+    shift = k
+  else:
+    shift = momentum * (1 - mu_k) / (1 - momentum)
+  return pow_(np.float32(decay), k), mu_k, shift
+
+
+class DeferredRMSProp:
+  """TuNAS's RMSProp with the steps of unused weights taken when next used.
+
+  Build order within a step: construct it after the training pass was built
+  (`uses` recorded, `snapshots` read), then `apply_gradients`. The weights of
+  a group whose op scales are all 0 in a step are neither read nor updated in
+  it; their reads in `snapshots` wait for their group's catch-up. A step
+  whose gradients are not finite updates no weight: every weight misses a
+  zero-gradient step then (TuNAS zeroes such a step's gradients and applies
+  them), which the next use takes like any other missed step.
+
+  Args:
+    variables: the model weights it updates.
+    uses: the training build's `WeightUses`.
+    snapshots: the training build's reads (`ops.reading_snapshots`); each
+      read is made to wait for its weight's catch-up.
+    step: the global step read at the start of this step (int64 scalar).
+    learning_rate: float32 scalar.
+    decay, momentum, epsilon: RMSProp's (docs/method.md section 6).
+  """
+
+  def __init__(self, variables: Sequence[tf.Variable], uses: WeightUses,
+               snapshots: Mapping[str, tf.Tensor], step: tf.Tensor,
+               learning_rate: tf.Tensor, *, decay: float, momentum: float,
+               epsilon: float):
+    self._decay, self._momentum, self._epsilon = decay, momentum, epsilon
+    self._learning_rate = learning_rate
+    # One tensor each, which every update captures (a float argument would
+    # be a constant per weight: ~1,000 more graph ops).
+    self._hyper = [tf.constant(x, tf.float32)
+                   for x in (decay, momentum, epsilon)]
+    self._step = tf.cast(step, tf.int64)
+    self._slots = {}
+    # Groups of weights used by the same op choices, in first-use order; the
+    # weights used by every architecture form the group keyed ().
+    groups: Dict[Tuple[str, ...], Tuple[List[tf.Tensor], List[tf.Variable]]] = {}
+    for var in variables:
+      self._slots[var.ref()] = self._create_slots(var)
+      scales = uses.scales(var.name) or []
+      key = tuple(s.name for s in scales)
+      groups.setdefault(key, (scales, []))[1].append(var)
+    ordered = [v for _, vs in groups.values() for v in vs]
+    self.names = [_base_name(v.name) for v in ordered]
+    with tf1.variable_scope(SCOPE, reuse=tf1.AUTO_REUSE):
+      self._names = tf1.get_variable(
+          'names', initializer=tf.constant(self.names or [''], tf.string),
+          trainable=False)
+      # Step 0 is the first: every weight's initial value is current to 0.
+      self._current_to = tf1.get_variable(
+          'current_to', initializer=tf.zeros([max(len(ordered), 1)],
+                                             tf.int64),
+          trainable=False)
+    self._groups = []  # (used, indices, variables, caught-up signal)
+    start = 0
+    with ops.v1_control_flow():
+      for scales, group in groups.values():
+        indices = tf.range(start, start + len(group))
+        start += len(group)
+        if scales:
+          used = tf.reduce_any(tf.stack([tf.not_equal(s, 0) for s in scales]))
+        else:
+          used = tf.constant(True)
+        caught_up = self._catch_up(used, indices, group)
+        for var in group:
+          read = snapshots.get(_base_name(var.name))
+          if read is not None:
+            # The read was built with the training pass, before this group
+            # existed; it must still see the weight after its catch-up.
+            _read_op(read)._add_control_input(caught_up.op)  # pylint: disable=protected-access
+        self._groups.append((used, indices, group, caught_up))
+
+  def _create_slots(self, var: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:
+    """(mean square, momentum), named and initialised as TensorFlow's RMSProp."""
+    name = _base_name(var.name)
+    with tf1.variable_scope(tf1.VariableScope(tf1.AUTO_REUSE)):
+      ms = tf1.get_variable(f'{name}/{MS_SLOT}', shape=var.shape,
+                            initializer=tf1.ones_initializer(),
+                            trainable=False)
+      mom = tf1.get_variable(f'{name}/{MOMENTUM_SLOT}', shape=var.shape,
+                             initializer=tf1.zeros_initializer(),
+                             trainable=False)
+    return ms, mom
+
+  def _catch_up(self, used: tf.Tensor, indices: tf.Tensor,
+                group: List[tf.Variable]) -> tf.Tensor:
+    """The group's missed steps, taken if it is used and missed any."""
+    missed = self._step - tf.gather(self._current_to, indices[0])
+
+    def catch_up():
+      ms_f, mom_f, shift = idle_factors(tf.cast(missed, tf.float32),
+                                        self._momentum, self._decay)
+      updates = []
+      for var in group:
+        ms, mom = self._slots[var.ref()]
+        m = mom.value()
+        updates += [var.assign_sub(m * shift, read_value=False),
+                    mom.assign(m * mom_f, read_value=False),
+                    ms.assign(ms.value() * ms_f, read_value=False)]
+      # Current to this step now, also if this step's update is skipped
+      # (gradients not finite), so the missed steps are not taken twice.
+      updates.append(self._set_current_to(indices, self._step))
+      with tf.control_dependencies(updates):
+        return tf.constant(True)
+    # A group used in consecutive steps (every always-used weight, unless a
+    # step was not finite) has nothing to catch up.
+    return tf.cond(tf.logical_and(used, missed > 0), catch_up,
+                   lambda: tf.constant(False), name=CATCH_UP)
+
+  def _set_current_to(self, indices: tf.Tensor,
+                      value: tf.Tensor) -> tf.Operation:
+    return tf1.raw_ops.ResourceScatterUpdate(
+        resource=self._current_to.handle, indices=indices,
+        updates=tf.fill(tf.shape(indices), value))
+
+  def _apply(self, grad: tf.Tensor, var: tf.Variable) -> tf.Operation:
+    ms, mom = self._slots[var.ref()]
+    rho, momentum, epsilon = self._hyper
+    return tf1.raw_ops.ResourceApplyRMSProp(
+        var=var.handle, ms=ms.handle, mom=mom.handle,
+        lr=self._learning_rate, rho=rho, momentum=momentum, epsilon=epsilon,
+        grad=grad)
+
+  def apply_gradients(self, grads_and_vars, finite: tf.Tensor
+                      ) -> tf.Operation:
+    """Updates the groups the step uses, if its gradients are finite.
+
+    Args:
+      grads_and_vars: a gradient (or None) for each weight given at
+        construction.
+      finite: bool scalar, whether the loss and every gradient are finite;
+        when not, no weight is updated (each misses a zero-gradient step).
+
+    Returns:
+      The update op.
+    """
+    grads = {v.ref(): g for g, v in grads_and_vars}
+    updates = []
+    with ops.v1_control_flow():
+      for used, indices, group, caught_up in self._groups:
+        pairs = [(grads[v.ref()], v) for v in group
+                 if grads.get(v.ref()) is not None]
+
+        def update(pairs=pairs, indices=indices):
+          done = [self._apply(g, v) for g, v in pairs]
+          with tf.control_dependencies(done):
+            done.append(self._set_current_to(indices, self._step + 1))
+          with tf.control_dependencies(done):
+            return tf.constant(True)
+        with tf.control_dependencies([caught_up]):
+          updates.append(tf.cond(tf.logical_and(used, finite), update,
+                                 lambda: tf.constant(False),
+                                 name=UPDATE).op)
+    return tf.group(*updates, name='deferred_rmsprop_update')
+
+
+def caught_up(values: Mapping[str, np.ndarray], reader, step: int,
+              momentum: float, decay: float) -> Dict[str, np.ndarray]:
+  """`values` read from a checkpoint, moved to the checkpoint's step.
+
+  A weight whose RMSProp steps were deferred (its name is in the
+  checkpoint's `NAMES`) takes the steps it missed since its last use, in
+  closed form (module docstring); others are returned as they are.
+
+  Args:
+    values: weight values by name, read from the checkpoint.
+    reader: the checkpoint's `tf.train.load_checkpoint` reader.
+    step: the checkpoint's global step.
+    momentum, decay: the search's RMSProp settings.
+
+  Returns:
+    The values the weights have at `step` under TuNAS's optimiser.
+  """
+  if not reader.has_tensor(NAMES):
+    return dict(values)
+  names = [n.decode() for n in reader.get_tensor(NAMES)]
+  current_to = reader.get_tensor(CURRENT_TO)
+  out = dict(values)
+  for name, since in zip(names, current_to):
+    if name not in values:
+      continue
+    missed = step - int(since)
+    if missed <= 0:
+      continue
+    mom = reader.get_tensor(f'{name}/{MOMENTUM_SLOT}')
+    _, _, shift = idle_factors(np.float32(missed), momentum, decay)
+    out[name] = (values[name] - mom * np.float32(shift)).astype(
+        values[name].dtype)
+  return out
