@@ -40,14 +40,15 @@ MILESTONES = (('setup', 'Building the search graph'),
 DEFAULT_SPACES = ('proxylessnas_search', 'mobilenet_v3_like_search')
 
 
-def measure(space: str, timeout_s: float) -> dict:
+def measure(space: str, timeout_s: float, extra_flags=()) -> dict:
   """Phase times of one start of `bin/search.py` on `space`."""
   target = search_spaces.get(space).default_cost_target
   with tempfile.TemporaryDirectory() as model_dir:
     command = [sys.executable, os.path.join(ROOT, 'bin', 'search.py'),
                '--flagfile=' + os.path.join(ROOT, 'configs', 'smoke_cpu.cfg'),
                f'--search_space={space}', f'--rl_cost_model_target={target}',
-               '--model_dir=' + os.path.join(model_dir, 'run')]
+               '--model_dir=' + os.path.join(model_dir, 'run'),
+               *extra_flags]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='2')
     start = time.perf_counter()
     process = subprocess.Popen(command, stderr=subprocess.PIPE,
@@ -77,15 +78,20 @@ def main(argv=None) -> None:
                       help=f'repeatable; default: {", ".join(DEFAULT_SPACES)}')
   parser.add_argument('--repeats', type=int, default=2)
   parser.add_argument('--timeout_s', type=float, default=600)
+  parser.add_argument('--search_flag', action='append', default=[],
+                      help='repeatable; passed on to bin/search.py, e.g. '
+                      '--search_flag=--unused_weight_steps=every_step')
   args = parser.parse_args(argv)
   results = {}
   for space in args.search_space or DEFAULT_SPACES:
-    runs = [measure(space, args.timeout_s) for _ in range(args.repeats)]
+    runs = [measure(space, args.timeout_s, args.search_flag)
+            for _ in range(args.repeats)]
     best = min(runs, key=lambda r: r['first_step'])
     results[space] = {'startup_s': best['first_step'], 'phases_s': best,
                       'all_startup_s': [r['first_step'] for r in runs]}
   print(json.dumps({'benchmark': 'startup', 'cores': os.cpu_count(),
-                    'spaces': results}, indent=2))
+                    'search_flags': args.search_flag, 'spaces': results},
+                   indent=2))
 
 
 if __name__ == '__main__':

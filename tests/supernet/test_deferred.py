@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import test_search_barrier
 from tests.e2e import tiny
 from tunas_search import config as config_lib
 from tunas_search import search
@@ -161,19 +162,8 @@ def test_reads_and_updates_of_deferred_weights_wait_for_their_catch_up(
              and op.name.startswith(deferred.UPDATE)]
   assert updates
   for op in updates:
-    assert any(n.startswith(deferred.CATCH_UP) for n in _ancestor_names(op))
-
-
-def _ancestor_names(op: tf.Operation) -> set:
-  """Names of every op `op` waits for, through data and control edges."""
-  seen, stack = set(), [op]
-  while stack:
-    node = stack.pop()
-    for parent in [t.op for t in node.inputs] + list(node.control_inputs):
-      if parent.name not in seen:
-        seen.add(parent.name)
-        stack.append(parent)
-  return seen
+    waits = test_search_barrier._ancestors(op)  # pylint: disable=protected-access
+    assert any(n.startswith(deferred.CATCH_UP) for n in waits)
 
 
 def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):
