@@ -20,8 +20,8 @@ as under TuNAS's optimiser, to float rounding, while a step costs the update
 of the sampled path only (docs/method.md, "Deferred steps of unused weights").
 
 The catch-up and the update of each group are conds of dense ops. Row-indexed
-ops given every row or none (scatters, TensorFlow's sparse RMSProp) built
-~5 s faster for `proxylessnas_search`, but a gather or scatter switches a
+ops given every row or none (scatters, TensorFlow's sparse RMSProp) started
+~3 s sooner for `proxylessnas_search`, but a gather or scatter switches a
 resource variable to copy-on-read, so every later read copies it: the
 `mobilenet_v3_like_search` step went from 196 to 262 ms (2026-11-24).
 
