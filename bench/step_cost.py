@@ -9,8 +9,9 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     the architecture at its own widths (target <= 1.10);
   * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices
     over the same tower with 1 choice, choice 0 selected (target <= 1.05),
-    every weight updated every step (TuNAS's optimiser; `_deferred_ratio`:
-    the same with unused weights' steps deferred, the default off TPU),
+    every weight updated every step (TuNAS's optimiser and the search's
+    default; `_deferred_ratio`: the same with unused weights' steps
+    deferred, `unused_weight_steps=deferred`),
     with `op_choices_breakdown`: per choice count, the forward pass, the
     backward pass (forward + gradients - forward; the gradients are summed
     to one scalar so that none is pruned), the weight update (step -
@@ -33,8 +34,8 @@ Keys (times in ms per step, each config's fastest round):
     op choices; the 3-choice tower enters no ratio) and
     op_choices_7_sampled_path_only_ms (7 choices, only the sampled path's
     weights differentiated and updated), op_choices_1_deferred_ms and
-    op_choices_7_deferred_ms (the towers with the search's default update
-    off TPU, unused weights' steps deferred: `unused_weight_steps`);
+    op_choices_7_deferred_ms (the towers with unused weights' steps
+    deferred, `unused_weight_steps=deferred`);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds.

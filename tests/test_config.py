@@ -141,9 +141,9 @@ def test_cost_model_space_defaults_to_the_search_space(tmp_path):
 
 def test_a_config_written_before_unused_weight_steps_reads_as_every_step(
     tmp_path):
-  # Its checkpoints hold no deferred state: resuming it with the new default
-  # ('auto', deferred on CPU) must be refused, not restore half a state.
-  c = _config(tmp_path)
+  # Its checkpoints hold no deferred state: resuming it with deferred steps
+  # must be refused, not restore half a state.
+  c = _config(tmp_path, unused_weight_steps='deferred')
   old = json.loads(c.to_json())
   del old['unused_weight_steps']
   stored = SearchConfig.from_json(json.dumps(old))

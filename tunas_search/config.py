@@ -46,10 +46,12 @@ SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # TuNAS's optimiser, which steps every weight every step (unused ones move on
 # their momentum); 'deferred' takes an unused weight's missed steps in closed
 # form when it is next used or read, to the same values within float
-# rounding; 'auto' is 'deferred' where it can run (one replica, off TPU) and
-# 'every_step' elsewhere. Not changeable on resume: a deferred checkpoint
-# holds weights as of their last use.
-UNUSED_WEIGHT_STEPS = ('auto', 'every_step', 'deferred')
+# rounding (one replica off TPU). 'every_step' is the default: on this
+# project's CPU deferring made `mobilenet_v3_like_search` steps faster and
+# `proxylessnas_search` steps slower, and it starts later (README,
+# Benchmarks). Not changeable on resume: a deferred checkpoint holds weights
+# as of their last use.
+UNUSED_WEIGHT_STEPS = ('every_step', 'deferred')
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that
 # are computed from the global step, so the graph, every variable and every
@@ -313,12 +315,12 @@ class SearchConfig(TrainingFields):
       'TuNAS; static shapes) or auto (masked on TPU, else sampled).',
       choices=SUPERNET_WIDTHS)
   unused_weight_steps: str = option(
-      'auto', 'How RMSProp moves the shared weights a step does not use: '
-      'every_step (as TuNAS: every weight takes a step every step, unused '
-      'ones on their momentum), deferred (an unused weight takes its missed '
-      'steps in closed form when next used: the same values to float '
-      'rounding, for the cost of the sampled path; one replica off TPU) or '
-      'auto (deferred where it can run, else every_step).',
+      'every_step', 'How RMSProp moves the shared weights a step does not '
+      'use: every_step (as TuNAS: every weight takes a step every step, '
+      'unused ones on their momentum) or deferred (an unused weight takes '
+      'its missed steps in closed form when next used: the same values to '
+      'float rounding, updating only the sampled path; one replica off TPU; '
+      'faster where the unused weights are large, see the README).',
       choices=UNUSED_WEIGHT_STEPS)
   multi_worker: bool = option(
       False, 'Run as one worker of a search over several hosts, as the '
@@ -345,14 +347,7 @@ class SearchConfig(TrainingFields):
 
   @property
   def defers_unused_weight_steps(self) -> bool:
-    """`unused_weight_steps` with 'auto' resolved (one replica, off TPU).
-
-    Depends only on fields fixed for a run, so a resumed run resolves it
-    alike.
-    """
-    if self.unused_weight_steps == 'auto':
-      return (not self.use_tpu and self.num_replicas == 1
-              and not self.multi_worker)
+    """Whether unused weights' RMSProp steps are deferred."""
     return self.unused_weight_steps == 'deferred'
 
   @property
@@ -563,7 +558,7 @@ def _validate(c: SearchConfig) -> None:
       not c.use_tpu and c.num_replicas == 1 and not c.multi_worker),
         'unused_weight_steps=deferred needs one replica off TPU (replicas '
         'sampling different architectures share their gradients); use '
-        'every_step or auto')
+        'every_step')
   check(not (c.use_tpu and c.supernet_widths == 'sampled'),
         'supernet_widths=sampled cannot run on TPU: XLA needs static shapes; '
         'use masked or auto')

@@ -177,18 +177,27 @@ def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):
   np.testing.assert_array_equal(out['w'], values['w'])
 
 
-@pytest.mark.parametrize('overrides, deferred_', [
-    ({}, True),
-    ({'unused_weight_steps': 'every_step'}, False),
-    ({'use_tpu': True, 'tpu': 'my-tpu', 'num_replicas': 8,
-      'train_batch_size': 8}, False),
+def test_every_step_is_the_default(tmp_path):
+  config = tiny.tiny_config(tmp_path)
+  assert config.unused_weight_steps == 'every_step'
+  assert not config.defers_unused_weight_steps
+  assert tiny.tiny_config(tmp_path, unused_weight_steps='deferred'
+                          ).defers_unused_weight_steps
+
+
+@pytest.mark.parametrize('overrides', [
+    {'use_tpu': True, 'tpu': 'my-tpu'},
+    {'num_replicas': 2, 'multi_worker': True},
 ])
-def test_auto_defers_with_one_replica_off_tpu(tmp_path, overrides, deferred_):
-  config = tiny.tiny_config(tmp_path, **overrides)
-  assert config.defers_unused_weight_steps == deferred_
+def test_deferred_with_several_replicas_or_on_tpu_is_refused(tmp_path,
+                                                             overrides):
+  with pytest.raises(config_lib.ConfigError,
+                     match='unused_weight_steps=deferred needs one replica'):
+    tiny.tiny_config(tmp_path, unused_weight_steps='deferred', **overrides)
 
 
-def test_deferred_on_tpu_is_refused(tmp_path):
-  with pytest.raises(config_lib.ConfigError, match='unused_weight_steps'):
-    tiny.tiny_config(tmp_path, unused_weight_steps='deferred', use_tpu=True,
-                     tpu='my-tpu')
+def test_an_unknown_value_is_refused_naming_the_choices(tmp_path):
+  with pytest.raises(config_lib.ConfigError,
+                     match="unknown unused_weight_steps 'lazy'; valid "
+                     'choices: every_step, deferred'):
+    tiny.tiny_config(tmp_path, unused_weight_steps='lazy')
