@@ -37,8 +37,8 @@ Keys:
   <part>_ms: each part timed, in ms (per repeat the median of --steps runs;
     the fastest repeat): search_ms (the search step, sampled widths),
     search_masked_ms (the masked form), search_deferred_ms (sampled
-    widths, unused weights' steps deferred), search_serialised_ms (sampled widths,
-    validation after the update), train_ms and inference_ms (the stand-alone
+    widths, unused weights' steps deferred), search_serialised_ms (sampled
+    widths, validation after the update), train_ms and inference_ms (the stand-alone
     parts at the architecture's widths), train_widest_ms and
     inference_widest_ms (at the largest widths of the sampled ops),
     overhead_ms (controller, cost model, reward and summary packing alone)
