@@ -2,13 +2,15 @@
 """Time from `bin/search.py` start to its first step, per search space; JSON.
 
   .venv/bin/python bench/startup.py [--search_space=NAME ...] [--repeats=N]
+      [--search_flag=--unused_weight_steps=deferred ...]
 
 Runs the real command line (the smoke configuration, configs/smoke_cpu.cfg,
 with each space's default cost target) in a fresh process and a fresh model
 dir, reads its log as it is written and stops it after the first step.
 
 Top-level keys: benchmark ('startup'), cores (os.cpu_count() of the
-machine) and spaces, which maps each search space to:
+machine), search_flags (the --search_flag values, added to the command line)
+and spaces, which maps each search space to:
   startup_s: process start -> the first step done, of the fastest repeat
     (noise on a shared machine only adds); goal <= 30 s for
     proxylessnas_search on 2 cores.

@@ -49,8 +49,9 @@ SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # rounding (one replica off TPU). 'every_step' is the default: on this
 # project's CPU deferring made `mobilenet_v3_like_search` steps faster, left
 # `proxylessnas_search` steps about as fast, made the op-choice tower of
-# bench/step_cost.py slower, and starts later (README, Benchmarks). Not changeable on resume: a deferred checkpoint holds weights
-# as of their last use.
+# bench/step_cost.py slower, and starts later (README, Benchmarks). Not
+# changeable on resume: a deferred checkpoint holds weights as of their last
+# use.
 UNUSED_WEIGHT_STEPS = ('every_step', 'deferred')
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that

@@ -193,8 +193,7 @@ def _defers_unused_weight_steps(config: SearchConfig) -> bool:
   An XLA build (TPU, or `supernet.building_for_xla` off TPU) keeps TuNAS's
   every-step update, as it keeps static widths.
   """
-  return (config.defers_unused_weight_steps and not config.use_tpu
-          and not supernet.xla_build_active())
+  return config.defers_unused_weight_steps and not supernet.xla_build_active()
 
 
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
@@ -225,24 +224,23 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
       step, config.scaled_model_learning_rate, config.total_steps,
       config.fraction_steps(config.model_warmup_steps_fraction))
   learning_rate = tpu.computed_once(learning_rate)
-  if deferred:
-    # Only what the architecture uses is updated; the rest catches up when
-    # next used (docs/method.md, "Deferred steps of unused weights").
-    optimizer = supernet.DeferredRMSProp(
-        variables, uses, snapshots, step, learning_rate,
-        decay=config.model_rmsprop_decay, momentum=config.model_momentum,
-        epsilon=config.model_rmsprop_epsilon)
-  else:
-    optimizer = tpu.model_optimizer(config, learning_rate)
   # GATE_NONE (and tf.gradients' default): the optimiser's default (GATE_OP)
   # groups the input gradients of every multi-input op with a NoOp and an
   # Identity per gradient, which only orders their computation (values are
   # the same; resource variable updates never race with reads). That was
   # ~2,600 of the graph's ops, and the barrier below orders the update after
   # every gradient when it is on.
-  if deferred:  # One replica: no cross-shard loss scaling to apply.
+  if deferred:
+    # Only what the architecture uses is updated; the rest catches up when
+    # next used (docs/method.md, "Deferred steps of unused weights"). One
+    # replica: no cross-shard loss scaling to apply to the gradients.
+    optimizer = supernet.DeferredRMSProp(
+        variables, uses, snapshots, step, learning_rate,
+        decay=config.model_rmsprop_decay, momentum=config.model_momentum,
+        epsilon=config.model_rmsprop_epsilon)
     grads_and_vars = list(zip(tf1.gradients(loss, variables), variables))
   else:
+    optimizer = tpu.model_optimizer(config, learning_rate)
     grads_and_vars = optimizer.compute_gradients(
         loss, var_list=variables,
         gate_gradients=tf1.train.Optimizer.GATE_NONE)

@@ -46,8 +46,8 @@ class SearchWeights:
   model_dir: str
   checkpoint: str
   step: int
-  momentum: float = 0.9
-  rmsprop_decay: float = 0.9
+  momentum: float
+  rmsprop_decay: float
 
   @classmethod
   def open(cls, search_dir: str, model_spec: Any, num_classes: int,

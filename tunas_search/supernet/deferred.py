@@ -71,17 +71,14 @@ def _read_op(read: tf.Tensor) -> tf.Operation:
 
 
 def idle_factors(k, momentum: float, decay: float):
-  """(mean-square factor, momentum factor, momentum-to-weight factor) of k idle steps.
+  """The factors of k zero-gradient steps: (ms's, mom's, mom-to-weight).
 
   `k` is a number or a float tensor; the weight moves by
-  `-mom * mu * (1 - mu**k) / (1 - mu)` (k * mom when mu = 1).
+  `-mom * mu * (1 - mu**k) / (1 - mu)`. The config keeps momentum below 1.
   """
   pow_ = tf.pow if isinstance(k, tf.Tensor) else np.power
   mu_k = pow_(np.float32(momentum), k)
-  if momentum == 1:
-    shift = k
-  else:
-    shift = momentum * (1 - mu_k) / (1 - momentum)
+  shift = momentum * (1 - mu_k) / (1 - momentum)
   return pow_(np.float32(decay), k), mu_k, shift
 
 
@@ -110,7 +107,7 @@ class DeferredRMSProp:
                snapshots: Mapping[str, tf.Tensor], step: tf.Tensor,
                learning_rate: tf.Tensor, *, decay: float, momentum: float,
                epsilon: float):
-    self._decay, self._momentum, self._epsilon = decay, momentum, epsilon
+    self._decay, self._momentum = decay, momentum
     self._learning_rate = learning_rate
     # One tensor each, which every update captures (a float argument would
     # be a constant per weight: ~1,000 more graph ops).
@@ -127,11 +124,13 @@ class DeferredRMSProp:
       key = tuple(s.name for s in scales)
       groups.setdefault(key, (scales, []))[1].append(var)
     ordered = [v for _, vs in groups.values() for v in vs]
-    self.names = [_base_name(v.name) for v in ordered]
+    names = [_base_name(v.name) for v in ordered]
     with tf1.variable_scope(SCOPE, reuse=tf1.AUTO_REUSE):
-      self._names = tf1.get_variable(
-          'names', initializer=tf.constant(self.names or [''], tf.string),
-          trainable=False)
+      # Only read from checkpoints (`caught_up`): which entry of
+      # `current_to` belongs to which weight.
+      tf1.get_variable('names', initializer=tf.constant(names or [''],
+                                                        tf.string),
+                       trainable=False)
       # Step 0 is the first: every weight's initial value is current to 0.
       self._current_to = tf1.get_variable(
           'current_to', initializer=tf.zeros([max(len(ordered), 1)],
