@@ -193,6 +193,19 @@ def test_session_config_on_a_cpu_host_drops_gpu_only_rewrites():
   assert merged.graph_options.rewrite_options.layout_optimizer == rewriter.OFF
   assert base.graph_options.rewrite_options.layout_optimizer == (
       rewriter.DEFAULT)
+  # A search's graph also drops the passes that left it unchanged; the
+  # ones that change it stay, and a GPU keeps every pass.
+  search = tpu.session_config(search_graph=True).graph_options.rewrite_options
+  for name in ('remapping', 'function_optimization', 'loop_optimization',
+               'implementation_selector'):
+    assert getattr(search, name) == rewriter.OFF, name
+    assert getattr(rewrites, name) == rewriter.DEFAULT, name
+    assert getattr(tpu.session_config(
+        has_gpu=True, search_graph=True).graph_options.rewrite_options,
+                   name) == rewriter.DEFAULT, name
+  for name in ('constant_folding', 'arithmetic_optimization',
+               'common_subgraph_elimination', 'dependency_optimization'):
+    assert getattr(search, name) == rewriter.DEFAULT, name
 
 
 def test_run_config_uses_the_session_config_off_tpu(tmp_path):
@@ -202,3 +215,10 @@ def test_run_config_uses_the_session_config_off_tpu(tmp_path):
                                keep_checkpoint_max=2)
   assert config.session_config == tpu.session_config(
       has_gpu=bool(tf.config.list_physical_devices('GPU')))
+  search = tpu.make_run_config(str(tmp_path), use_tpu=False,
+                               iterations_per_loop=2, num_shards=1,
+                               save_checkpoints_steps=10,
+                               keep_checkpoint_max=2, search_graph=True)
+  assert search.session_config == tpu.session_config(
+      has_gpu=bool(tf.config.list_physical_devices('GPU')),
+      search_graph=True)

@@ -57,7 +57,8 @@ def _make_estimator(config: SearchConfig, model_spec: Any,
   run_config = tpu.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
-      config.tpu_zone, config.gcp_project, config.seed, mirrored)
+      config.tpu_zone, config.gcp_project, config.seed, mirrored,
+      search_graph=True)
   model_fn = search.make_model_fn(
       config, model_spec, write_summaries=mirrored is None or mirrored.is_chief)
   return tpu.make_estimator(model_fn,

@@ -346,7 +346,8 @@ def per_replica_input_fn(input_fn: Callable, num_replicas: int,
 
 
 def session_config(base: Optional[tf1.ConfigProto] = None,
-                   has_gpu: bool = False) -> tf1.ConfigProto:
+                   has_gpu: bool = False,
+                   search_graph: bool = False) -> tf1.ConfigProto:
   """The estimator's default session config, leaner on a CPU-only host.
 
   As the estimator's default (`base` None): soft placement and one round of
@@ -357,9 +358,17 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
   `proxylessnas_search` (README, `startup_s`), with no change in step time.
   Constant folding stays: without it steps were ~6% slower.
 
+  A search graph on a CPU also goes without the remapper, function, loop
+  and implementation-selector passes: they left it as it was (2 of ~29,000
+  nodes fused) but took ~1.6 s of its first step; Grappler as a whole takes
+  5-10 s there but makes `proxylessnas_search` steps 2-4% faster, so the
+  passes that change the graph stay (README, `startup_s`). Stand-alone
+  training keeps them all (the remapper fuses inference-mode batch norm).
+
   Args:
     base: a config to start from (a mirrored search's), copied.
     has_gpu: whether a GPU will run the step.
+    search_graph: the session runs a search step.
   """
   config = tf1.ConfigProto(allow_soft_placement=True)
   if base is not None:
@@ -369,6 +378,12 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
   if not has_gpu:
     rewrites.layout_optimizer = rewriter_config_pb2.RewriterConfig.OFF
     rewrites.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+    if search_graph:
+      off = rewriter_config_pb2.RewriterConfig.OFF
+      rewrites.remapping = off
+      rewrites.function_optimization = off
+      rewrites.loop_optimization = off
+      rewrites.implementation_selector = off
   return config
 
 
@@ -378,13 +393,15 @@ def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
                     tpu_zone: Optional[str] = None,
                     gcp_project: Optional[str] = None,
                     seed: Optional[int] = None,
-                    mirrored: Optional[Mirrored] = None
+                    mirrored: Optional[Mirrored] = None,
+                    search_graph: bool = False
                     ) -> tf1.estimator.tpu.RunConfig:
   """A TPU RunConfig; resolves the Cloud TPU by name only when `use_tpu`.
 
   `save_checkpoints_steps=None` turns the estimator's own checkpoint saver
   off, for a caller that passes its own (`model_dir.CheckpointSaver`).
-  `mirrored` (off TPU) runs training on several local devices.
+  `mirrored` (off TPU) runs training on several local devices;
+  `search_graph` selects the search's session config (`session_config`).
   """
   cluster = None
   if use_tpu:
@@ -404,7 +421,8 @@ def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
       # On TPU, TPUEstimator builds the session config for the cluster.
       session_config=None if use_tpu else session_config(
           mirrored.session_config if mirrored else None,
-          has_gpu=bool(tf.config.list_physical_devices('GPU'))),
+          has_gpu=bool(tf.config.list_physical_devices('GPU')),
+          search_graph=search_graph),
       tpu_config=tf1.estimator.tpu.TPUConfig(
           iterations_per_loop=iterations_per_loop,
           num_shards=num_shards if use_tpu else None,
