@@ -168,6 +168,10 @@ def test_progress_is_logged_every_few_thousand_attempts(tiny_setup, caplog,
     (dict(max_cost=float('nan')), 'max_cost must be finite, got nan'),
     (dict(min_cost=float('inf')), 'min_cost must be finite, got inf'),
     (dict(min_cost=-float('inf')), 'min_cost must be finite, got -inf'),
+    # numpy's own error for these named neither the argument nor the range.
+    (dict(seed=-1), 'seed must be >= 0, got -1'),
+    (dict(seed=2**63), 'seed must be at most 9223372036854775807, got '
+     '9223372036854775808'),
 ])
 def test_bad_arguments(tiny_setup, kwargs, message):
   with pytest.raises(random_search.RandomSearchError,

@@ -402,13 +402,20 @@ def check(condition: bool, message: str) -> None:
     raise ConfigError(message)
 
 
+# TensorFlow's graph and op seeds are int64.
+MAX_SEED = 2**63 - 1
+
+
 def check_seed(seed: Optional[int]) -> None:
-  """Refuses a negative seed (numpy's generators take none); None is fine.
+  """Refuses a seed outside 0..MAX_SEED (numpy's generators take no
+  negative one); None is fine.
 
   The one rule for every job's seed: a search's, a train_eval run's, a
   calibration's and a random sample's.
   """
   check(seed is None or seed >= 0, f'seed must be >= 0, got {seed}')
+  check(seed is None or seed <= MAX_SEED,
+        f'seed must be at most {MAX_SEED}, got {seed}')
 
 
 def check_image_size(image_size: int) -> None:

@@ -15,6 +15,7 @@ from absl import logging
 import numpy as np
 
 from tunas_search import architecture
+from tunas_search import config as config_lib
 from tunas_search import schema
 from tunas_search import specs
 from tunas_search.cost_models import CostContext, CostModel
@@ -81,7 +82,12 @@ def _describe_window(min_cost: Optional[float],
 
 
 def _check_arguments(num_samples: int, min_cost: Optional[float],
-                     max_cost: Optional[float], max_attempts: int) -> None:
+                     max_cost: Optional[float], max_attempts: int,
+                     seed: Optional[int]) -> None:
+  try:
+    config_lib.check_seed(seed)
+  except config_lib.ConfigError as e:
+    raise RandomSearchError(str(e)) from None
   if num_samples < 1:
     raise RandomSearchError(f'num_samples must be at least 1, got '
                             f'{num_samples}')
@@ -125,7 +131,7 @@ def sample(spec: Any, cost_model: CostModel, context: CostContext, *,
     RandomSearchError: if the window is empty, outside the costs of the
       space, or not filled within `max_attempts` draws.
   """
-  _check_arguments(num_samples, min_cost, max_cost, max_attempts)
+  _check_arguments(num_samples, min_cost, max_cost, max_attempts, seed)
   if not cost_model.applies(context.space_name, spec):
     raise RandomSearchError(f'cost model {cost_model.name!r} does not apply '
                             f'to search space {context.space_name!r}')

@@ -156,6 +156,9 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
     (['--num_replicas=-1'], 'num_replicas must be positive, got -1'),
     (['--image_size=0'], 'image_size 0 is outside the valid range 28..224'),
     (['--seed=-1'], 'seed must be >= 0, got -1'),
+    # TensorFlow's seeds are int64.
+    (['--seed=9223372036854775808'],
+     'seed must be at most 9223372036854775807, got 9223372036854775808'),
     (['--cost_model_file='], '--cost_model_file is empty'),
     # Checked before the model dir is created: none is left behind.
     (['--resume_from=model.ckpt-3'],

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tunas_search import config
 from tunas_search import data
 from tunas_search import registry
 from tunas_search.data import embedded
@@ -86,6 +87,10 @@ def test_search_seed_makes_batches_reproducible(cache_dir):
     return next(iter(input_fn({'batch_size': 16})))[1]['train_labels'].numpy()
   np.testing.assert_array_equal(first_labels(5), first_labels(5))
   assert not np.array_equal(first_labels(5), first_labels(6))
+  # The largest seed a config accepts: the per-stream seeds derived from it
+  # stay within TensorFlow's int64.
+  np.testing.assert_array_equal(first_labels(config.MAX_SEED),
+                                first_labels(config.MAX_SEED))
 
 
 def test_search_transpose_round_trip(cache_dir):

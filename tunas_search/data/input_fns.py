@@ -34,10 +34,14 @@ def host_shard(params: Mapping[str, Any]) -> Optional[Tuple[int, int]]:
 
 def _seed(seed: Optional[int], stream: int,
           shard: Optional[Tuple[int, int]]) -> Optional[int]:
-  """A distinct seed for each stream and host; None stays None."""
+  """A distinct seed for each stream and host; None stays None.
+
+  Wrapped into int64, which TensorFlow's seeds are, for any seed the config
+  accepts (`config.MAX_SEED`).
+  """
   if seed is None:
     return None
-  return seed * 1000003 + 1009 * (shard[0] if shard else 0) + stream
+  return (seed * 1000003 + 1009 * (shard[0] if shard else 0) + stream) % 2**63
 
 
 class _InputFnBase:
