@@ -29,6 +29,14 @@ Keys:
     < 1 is what deferring saves.
   overhead_share: time of the controller, cost model, reward and summary
     packing alone, as a share of the search step; goal <= 0.03.
+  new_architecture_ratio: the first search step (sampled widths) on an
+    architecture the session has not run / its later steps, over
+    --new_archs further random architectures (means). A search samples a
+    new architecture every step, and at sampled widths its tensors change
+    shape: above 1 is what shapes the CPU's oneDNN kernels have not seen
+    cost them (all other keys pin one architecture and never pay it).
+  new_architecture_masked_ratio: the same for the masked form, whose shapes
+    never change.
   supernet_update_ms: one RMSProp update (with zero gradients) of variables
     shaped like all the supernet's weights: what the search step pays,
     whatever it samples, to keep every weight moving with its momentum as
@@ -42,7 +50,10 @@ Keys:
     parts at the architecture's widths), train_widest_ms and
     inference_widest_ms (at the largest widths of the sampled ops),
     overhead_ms (controller, cost model, reward and summary packing alone)
-    and supernet_update_ms (above).
+    and supernet_update_ms (above); new_arch_first_<form>_ms and
+    new_arch_repeated_<form>_ms are the two sides of the new-architecture
+    ratios (one measurement after the others, not the fastest of
+    --repeats).
   The run's settings: benchmark ('search_step'), search_space, image_size,
     train_batch_size, validation_batch_size, architecture (the pinned
     architecture string).
@@ -197,6 +208,42 @@ def overhead_only(config, spec, rng):
   return session, [train, packed]
 
 
+def new_architectures(search, spec, seeds, steps: int):
+  """Mean first step on architectures the session has not run, and repeated.
+
+  A search samples a new architecture each step; at sampled widths its
+  tensors then change shape from step to step, and the CPU's oneDNN kernels
+  prepare each shape they have not seen. The pinned measurements above
+  never pay that.
+
+  Args:
+    search: (session, fetch) of a search step (`search_step`).
+    spec: the search space's spec.
+    seeds: one architecture (`architecture.random_indices`) per seed.
+    steps: repeated runs per architecture.
+
+  Returns:
+    (first, repeated): over the architectures, the mean of each one's first
+    step, and the mean of each one's median step over `steps` runs after it.
+  """
+  session, fetch = search
+  with session.graph.as_default():
+    pins = [_pin_controller(schema.decisions(spec), list(
+        architecture.random_indices(spec, np.random.default_rng(seed))))
+            for seed in seeds]
+
+  def timed(pin):
+    session.run(pin)
+    start = time.perf_counter()
+    session.run(fetch)
+    return time.perf_counter() - start
+  first, repeated = [], []
+  for pin in pins:
+    first.append(timed(pin))
+    repeated.append(np.median([timed(pin) for _ in range(steps)]))
+  return float(np.mean(first)), float(np.mean(repeated))
+
+
 def supernet_update(search_session):
   """An RMSProp update of zero gradients over the supernet's weight shapes."""
   shapes = [v.shape for v in search_session.graph.get_collection(
@@ -256,6 +303,8 @@ def main():
   parser.add_argument('--repeats', type=int, default=5)
   parser.add_argument('--arch_seed', type=int, default=1,
                       help='seed of the random architecture measured')
+  parser.add_argument('--new_archs', type=int, default=6,
+                      help='architectures of the new-architecture ratios')
   args = parser.parse_args()
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
@@ -289,6 +338,12 @@ def main():
       measured[key].append(_time(session, fetch, args.steps))
   # The fastest repeat of each side: noise on a shared machine only adds.
   ms = {k: 1000 * float(np.min(v)) for k, v in measured.items()}
+  seeds = [args.arch_seed + 1 + i for i in range(args.new_archs)]
+  for key, name in (('search', 'sampled'), ('search_masked', 'masked')):
+    first, repeated = new_architectures(fetches[key], spec, seeds,
+                                        args.steps)
+    ms[f'new_arch_first_{name}'] = 1000 * first
+    ms[f'new_arch_repeated_{name}'] = 1000 * repeated
   config = sampled_config
   print(json.dumps({
       'benchmark': 'search_step',
@@ -308,6 +363,10 @@ def main():
       'deferred_vs_every_step_ratio': round(
           ms['search_deferred'] / ms['search'], 3),
       'overhead_share': round(ms['overhead'] / ms['search'], 4),
+      'new_architecture_ratio': round(
+          ms['new_arch_first_sampled'] / ms['new_arch_repeated_sampled'], 3),
+      'new_architecture_masked_ratio': round(
+          ms['new_arch_first_masked'] / ms['new_arch_repeated_masked'], 3),
   }, indent=2))
 
 
