@@ -12,7 +12,6 @@ import pytest
 import tensorflow as tf
 
 from tests.e2e import tiny
-from tunas_search import search
 from tunas_search import supernet
 
 tf1 = tf.compat.v1
@@ -20,15 +19,9 @@ tf1 = tf.compat.v1
 
 def _search_graph(tmp_path, for_xla: bool, **overrides) -> tf.Graph:
   config = tiny.tiny_config(tmp_path, train_batch_size=4, **overrides)
-  model_fn = search.make_model_fn(config, tiny.tiny_spec())
-  with tf.Graph().as_default() as graph:
-    features = {'train_images': tf.zeros([4, 28, 28, 1]),
-                'validation_images': tf.zeros([16, 28, 28, 1])}
-    labels = {'train_labels': tf.zeros([4], tf.int32),
-              'validation_labels': tf.zeros([16], tf.int32)}
-    with (supernet.building_for_xla() if for_xla
-          else contextlib.nullcontext()):
-      model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
+  with (supernet.building_for_xla() if for_xla
+        else contextlib.nullcontext()):
+    graph, _ = tiny.search_step_spec(config)
   return graph
 
 

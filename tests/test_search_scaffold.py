@@ -16,19 +16,9 @@ from tunas_search import search
 tf1 = tf.compat.v1
 
 
-def _scaffold_fn(config):
-  model_fn = search.make_model_fn(config, tiny.tiny_spec())
-  with tf.Graph().as_default() as graph:
-    features = {'train_images': tf.zeros([4, 28, 28, 1]),
-                'validation_images': tf.zeros([16, 28, 28, 1])}
-    labels = {'train_labels': tf.zeros([4], tf.int32),
-              'validation_labels': tf.zeros([16], tf.int32)}
-    spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
-  return graph, spec.scaffold_fn
-
-
 def test_one_process_search_skips_the_readiness_checks(tmp_path):
-  graph, scaffold_fn = _scaffold_fn(tiny.tiny_config(tmp_path))
+  graph, spec = tiny.search_step_spec(tiny.tiny_config(tmp_path))
+  scaffold_fn = spec.scaffold_fn
   with graph.as_default():
     # What the default scaffold's check runs.
     uninitialised = tf1.report_uninitialized_variables()

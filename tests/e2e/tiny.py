@@ -7,7 +7,10 @@ search engine is exercised fully at a fraction of the graph-building cost.
 
 import dataclasses
 
+import tensorflow as tf
+
 from tunas_search import schema
+from tunas_search import search
 from tunas_search.config import SearchConfig
 from tunas_search.schema import OneOf
 from tunas_search.specs import (Activation, Block, Conv, ConvTower,
@@ -49,3 +52,15 @@ def tiny_config(model_dir, **overrides) -> SearchConfig:
 
 def with_overrides(config: SearchConfig, **overrides) -> SearchConfig:
   return dataclasses.replace(config, **overrides)
+
+
+def search_step_spec(config: SearchConfig, batch_size: int = 4):
+  """`(graph, TPUEstimatorSpec)` of the search model_fn on zero batches."""
+  model_fn = search.make_model_fn(config, tiny_spec())
+  with tf.Graph().as_default() as graph:
+    features = {'train_images': tf.zeros([batch_size, 28, 28, 1]),
+                'validation_images': tf.zeros([4 * batch_size, 28, 28, 1])}
+    labels = {'train_labels': tf.zeros([batch_size], tf.int32),
+              'validation_labels': tf.zeros([4 * batch_size], tf.int32)}
+    spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
+  return graph, spec
