@@ -360,8 +360,8 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
 
   A search graph on a CPU also goes without the remapper, function, loop
   and implementation-selector passes: they left it as it was (2 of ~29,000
-  nodes fused) but took ~1.6 s of its first step; Grappler as a whole takes
-  5-10 s there but makes `proxylessnas_search` steps 2-4% faster, so the
+  nodes fused) but took ~1.5 s of its first run; Grappler as a whole takes
+  5-10 s there but makes `proxylessnas_search` steps 1-4% faster, so the
   passes that change the graph stay (README, `startup_s`). Stand-alone
   training keeps them all (the remapper fuses inference-mode batch norm).
 
