@@ -246,7 +246,7 @@ class TrainingFields(JobFields):
   log_every_steps: Optional[int] = option(
       None, 'Progress is logged every this many steps (default: every host '
       'loop, or 20 times a run if that is more often).')
-  seed: Optional[int] = option(None, 'Random seed (graph and input).')
+  seed: Optional[int] = option(None, 'Random seed (graph and input), 0..2^63-1.')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -54,13 +54,15 @@ def with_overrides(config: SearchConfig, **overrides) -> SearchConfig:
   return dataclasses.replace(config, **overrides)
 
 
-def search_step_spec(config: SearchConfig, batch_size: int = 4):
-  """`(graph, TPUEstimatorSpec)` of the search model_fn on zero batches."""
+def search_step_spec(config: SearchConfig):
+  """`(graph, TPUEstimatorSpec)` of the search model_fn on zero batches of
+  the config's sizes."""
   model_fn = search.make_model_fn(config, tiny_spec())
+  train, validation = config.train_batch_size, config.validation_batch_size
   with tf.Graph().as_default() as graph:
-    features = {'train_images': tf.zeros([batch_size, 28, 28, 1]),
-                'validation_images': tf.zeros([4 * batch_size, 28, 28, 1])}
-    labels = {'train_labels': tf.zeros([batch_size], tf.int32),
-              'validation_labels': tf.zeros([4 * batch_size], tf.int32)}
+    features = {'train_images': tf.zeros([train, 28, 28, 1]),
+                'validation_images': tf.zeros([validation, 28, 28, 1])}
+    labels = {'train_labels': tf.zeros([train], tf.int32),
+              'validation_labels': tf.zeros([validation], tf.int32)}
     spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
   return graph, spec
