@@ -174,3 +174,19 @@ def test_cli_failure_part_way_is_one_line_exit_1(earlier, monkeypatch,
   assert line.endswith('No space left on device; the earlier export, if '
                        'any, is unchanged')
   _assert_unchanged(export_dir, files)
+
+
+def test_missing_checkpoint_lists_the_runs_checkpoints_and_writes_nothing(
+    earlier):
+  run_dir, export_dir, files = earlier
+  names = sorted(n[:-len('.index')] for n in os.listdir(run_dir)
+                 if n.endswith('.index'))
+  assert names  # The run has a checkpoint to name.
+  missing = os.path.join(run_dir, 'model.ckpt-999999')
+  with pytest.raises(export.ExportError) as error:
+    export.export_run(run_dir, export_dir, checkpoint=missing)
+  message = str(error.value)
+  assert message.startswith(f'{missing} is not a checkpoint')
+  assert message.endswith(f'checkpoints of {run_dir}: {", ".join(names)}')
+  assert '\n' not in message
+  _assert_unchanged(export_dir, files)

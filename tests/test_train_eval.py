@@ -94,7 +94,8 @@ def test_json_round_trip_and_compatibility():
   assert list(dataclasses.replace(evaluation, indices=SMALLEST)
               .incompatibilities(c)) == ['indices']
   search = tiny.tiny_config('/s')
-  with pytest.raises(ConfigError, match='holds a search, not a train_eval'):
+  with pytest.raises(config_lib.OtherJobError,
+                     match='holds a search, not a train_eval'):
     TrainEvalConfig.from_json(search.to_json())
 
 
@@ -125,8 +126,25 @@ def test_indices_must_fit_the_spec(tmp_path):
 def test_a_search_dir_is_not_a_train_eval_dir(tmp_path):
   config_lib.write_or_check(tiny.tiny_config(tmp_path),
                             serialization.dumps(SPEC, indent=1))
-  with pytest.raises(ConfigError, match='holds a search, not a train_eval'):
+  with pytest.raises(ConfigError) as error:
     train_eval.prepare(make_config(tmp_path), SPEC)
+  assert str(error.value) == (
+      f'model dir {tmp_path} holds a search, not a train_eval run; use '
+      'another --model_dir (--search_model_dir or --init_from_search use a '
+      'search)')
+  # Exporting reads the dir through load_run: the same message.
+  with pytest.raises(ConfigError) as loading:
+    train_eval.load_run(str(tmp_path))
+  assert str(loading.value) == str(error.value)
+
+
+def test_load_run_names_a_damaged_config(tmp_path):
+  assert train_eval.prepare(make_config(tmp_path), SPEC) is None
+  (tmp_path / 'config.json').write_text('{"indices": ')
+  with pytest.raises(ConfigError, match=(
+      rf'^{tmp_path}/config.json is damaged or not a tunas_search config '
+      r'\(Expecting value')):
+    train_eval.load_run(str(tmp_path))
 
 
 # Warm start -----------------------------------------------------------------

@@ -76,12 +76,15 @@ class OtherJobError(ConfigError):
   Attributes:
     found: what the file holds ('train_eval run').
     expected: what was expected ('search').
+    hint: what to do instead, appended to the message ('' for none).
   """
 
-  def __init__(self, found: str, expected: str):
-    super().__init__(f'{CONFIG_FILENAME} holds a {found}, not a {expected}')
+  def __init__(self, found: str, expected: str, hint: str = ''):
+    super().__init__(f'{CONFIG_FILENAME} holds a {found}, not a {expected}'
+                     + (f'; {hint}' if hint else ''))
     self.found = found
     self.expected = expected
+    self.hint = hint
 
   def of(self, model_dir: str) -> str:
     """The message for `model_dir`, the dir holding the file."""
@@ -603,18 +606,24 @@ def _read(path: str) -> str:
     return f.read()
 
 
-def _load_existing(cls, path: str):
+def load_existing(cls, path: str):
   """The config a model dir holds, or one line saying why it cannot be read.
 
+  Args:
+    cls: the config class expected (SearchConfig or TrainEvalConfig).
+    path: the model dir's config.json.
+
   Raises:
-    ConfigError: for a file that is not JSON, not an object, misses fields,
-      has unknown or wrongly typed ones, or fails validation.
+    ConfigError: for a config of another kind of job, a file that is not
+      JSON, not an object, misses fields, has unknown or wrongly typed ones,
+      or fails validation.
   """
   try:
     return cls.from_json(_read(path))
   except OtherJobError as e:
     raise ConfigError(f'model dir {e.of(os.path.dirname(path))}; use '
-                      'another --model_dir') from None
+                      'another --model_dir'
+                      + (f' ({e.hint})' if e.hint else '')) from None
   except ConfigError as e:
     raise ConfigError(f'{path} cannot be used: {e}') from None
   except (ValueError, TypeError, AttributeError) as e:
@@ -672,7 +681,7 @@ def write_or_check(config: Any, model_spec_json: str) -> bool:
   config_path = os.path.join(config.model_dir, CONFIG_FILENAME)
   spec_path = os.path.join(config.model_dir, MODEL_SPEC_FILENAME)
   if tf.io.gfile.exists(config_path):
-    old = _load_existing(type(config), config_path)
+    old = load_existing(type(config), config_path)
     _check_resume(config, old, spec_path, model_spec_json)
     changes = config.resumable_changes(old)
     if changes:

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from tunas_search import architecture
 from tunas_search import data
+from tunas_search import model_dir as model_dir_lib
 from tunas_search import supernet
 from tunas_search import train_eval
 
@@ -315,6 +316,14 @@ def export_run(model_dir: str, export_dir: Optional[str] = None,
   checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
   if not checkpoint:
     raise ExportError(f'{model_dir} has no checkpoint to export; train first')
+  if not tf.io.gfile.exists(checkpoint + '.index'):
+    # Checked before anything is built or written; names the choices, as
+    # bin/export_model.py's --checkpoint does.
+    names = ', '.join(os.path.basename(p) for p in
+                      model_dir_lib.checkpoint_prefixes(model_dir)) or 'none'
+    raise ExportError(f'{checkpoint} is not a checkpoint (no '
+                      f'{os.path.basename(checkpoint)}.index); checkpoints of '
+                      f'{model_dir}: {names}')
   export_dir = export_dir or os.path.join(model_dir, 'export')
   masked = architecture.with_indices(spec, architecture.parse_indices(
       config.indices, spec))

@@ -93,8 +93,7 @@ def load_run(model_dir: str) -> Tuple[TrainEvalConfig, Any]:
     if not gfile.exists(path):
       raise ConfigError(f'{model_dir} holds no train_eval run: it has no '
                         f'{os.path.basename(path)}')
-  with gfile.GFile(paths[0]) as f:
-    config = TrainEvalConfig.from_json(f.read())
+  config = config_lib.load_existing(TrainEvalConfig, paths[0])
   with gfile.GFile(paths[1]) as f:
     return config, serialization.loads(f.read())
 

@@ -193,17 +193,6 @@ def test_quiet_python_at_debug_verbosity_changes_nothing(restored_logging):
     assert len(caught) == 1
 
 
-def test_the_configs_image_size_range_is_the_datasets():
-  # Every tool checks the configs' range (tunas_search.config, which does
-  # not import TensorFlow); the datasets keep their own copy.
-  # pylint: disable=g-import-not-at-top
-  from tunas_search import config
-  from tunas_search.data import base
-  # pylint: enable=g-import-not-at-top
-  assert (config.MIN_IMAGE_SIZE, config.MAX_IMAGE_SIZE) == (
-      base.MIN_IMAGE_SIZE, base.MAX_IMAGE_SIZE)
-
-
 def test_tensorflows_nan_line_is_dropped_as_the_search_reports_it():
   drop = _quiet._ReportedByUsFilter()  # pylint: disable=protected-access
   def record(message):

@@ -6,6 +6,11 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+# The one statement of the input-size limits is config's (`check_image_size`);
+# re-exported here for the data code.
+from tunas_search.config import MAX_IMAGE_SIZE  # pylint: disable=unused-import
+from tunas_search.config import MIN_IMAGE_SIZE  # pylint: disable=unused-import
+
 # Split names used everywhere in tunas_search.data:
 #   'train'      the part of the official training set that trains the weights
 #                (shared weights during a search, or a stand-alone model);
@@ -15,9 +20,6 @@ import tensorflow as tf
 #   'test'       the official test/validation set, for final evaluation only;
 #   'train_full' the whole official training set ('train' + 'validation').
 SPLITS = ('train', 'validation', 'test', 'train_full')
-
-MIN_IMAGE_SIZE = 28
-MAX_IMAGE_SIZE = 224
 
 # Augmentation families (see preprocessing.py). 'inception' is the ImageNet
 # recipe of docs/method.md section 6, "Preprocessing"; 'light' is for small,

@@ -111,13 +111,14 @@ class TrainEvalConfig(config_lib.TrainingFields):
     """Parses `to_json()`'s output.
 
     Raises:
-      ConfigError: for a search's config.json or unknown fields.
+      OtherJobError: for a search's config.json.
+      ConfigError: for unknown fields or invalid values.
     """
     values = json.loads(text)
-    if 'rl_learning_rate' in values:
-      raise ConfigError('the model dir holds a search, not a train_eval run; '
-                        'use another --model_dir (and --search_model_dir or '
-                        '--init_from_search to use the search)')
+    if isinstance(values, dict) and 'rl_learning_rate' in values:
+      raise config_lib.OtherJobError(
+          'search', 'train_eval run',
+          hint='--search_model_dir or --init_from_search use a search')
     return cls.from_json_values(values)
 
   def incompatibilities(self, other: 'TrainEvalConfig') -> Dict[str, Any]:
