@@ -14,6 +14,9 @@ from tunas_search.config import ConfigError, SearchConfig
 
 _FRACTION = '{} must be in [0, 1], got {}'
 _OPEN_FRACTION = '{} must be in [0, 1), got {}'
+_DEFERRED = ('unused_weight_steps=deferred needs one replica off TPU (replicas '
+             'sampling different architectures share their gradients); use '
+             'every_step')
 
 
 def _config(**overrides) -> SearchConfig:
@@ -117,6 +120,20 @@ def _tpu(replicas, **overrides):
      'valid choices: auto, sampled, masked'),
     (_tpu(8, supernet_widths='sampled'), 'supernet_widths=sampled cannot run '
      'on TPU: XLA needs static shapes; use masked or auto'),
+    (dict(unused_weight_steps='lazy'), "unknown unused_weight_steps 'lazy'; "
+     'valid choices: every_step, deferred'),
+    (_tpu(8, unused_weight_steps='deferred', supernet_widths='masked'),
+     _DEFERRED),
+    (dict(num_replicas=2, unused_weight_steps='deferred'), _DEFERRED),
+    (dict(multi_worker=True, unused_weight_steps='deferred'), _DEFERRED),
+    (dict(seed=-1), 'seed must be >= 0, got -1'),
+    (dict(seed=config_lib.MAX_SEED + 1),
+     f'seed must be at most {config_lib.MAX_SEED}, got '
+     f'{config_lib.MAX_SEED + 1}'),
+    (dict(cost_model='measured'), 'cost_model=measured needs cost_model_file '
+     '(a latency_model.json of bin/calibrate_latency.py)'),
+    (dict(cost_model_file='/x/latency_model.json'), 'cost_model_file is only '
+     "read by cost_model=measured, not 'pixel1_latency'"),
 ])
 def test_each_check_names_its_field_and_value(overrides, message):
   with pytest.raises(ConfigError, match=f'^{re.escape(message)}$'):
@@ -150,6 +167,12 @@ def test_each_check_names_its_field_and_value(overrides, message):
     dict(validation_weights='post_update'),
     dict(supernet_widths='masked'), dict(supernet_widths='sampled'),
     _tpu(8, supernet_widths='masked'),
+    # A search mirrors over local devices off TPU (validate_training's
+    # `mirrored`), unlike a train_eval run (below).
+    dict(num_replicas=2),
+    dict(unused_weight_steps='deferred'),
+    dict(seed=0), dict(seed=config_lib.MAX_SEED),
+    dict(cost_model='measured', cost_model_file='/x/latency_model.json'),
 ])
 def test_the_edges_of_each_range_are_valid(overrides):
   config = _config(**overrides)
@@ -175,3 +198,12 @@ def test_check_raises_only_on_false():
 ])
 def test_auto_widths_are_masked_only_on_tpu(overrides, form):
   assert _config(**overrides).width_form == form
+
+
+def test_several_replicas_off_tpu_need_a_mirrored_job():
+  # validate_training's default: a job that cannot mirror (train_eval).
+  with pytest.raises(ConfigError, match=re.escape(
+      'num_replicas=2 needs use_tpu; CPU/GPU runs use one replica') + '$'):
+    config_lib.validate_training(_config(num_replicas=2))
+  config_lib.validate_training(_config(**_tpu(2)))
+  config_lib.validate_training(_config(num_replicas=2), mirrored=True)

@@ -203,3 +203,84 @@ def test_nested_mixture_costs_are_weighted_and_summed():
   # Layer: 1.0 params, 0.5 madds; classifier on the 1-wide block: 1 + 1
   # params, 1 madd.
   assert (params, madds) == (3.0, 1.5)
+
+
+# Per-kind terms (the measured latency model's features) ---------------------
+
+def _terms(masked_spec, context):
+  terms = analytic.Terms()
+  analytic.count(masked_spec, context, terms=terms)
+  return {kind: [float(v) for v in values]
+          for kind, values in terms.sums.items()}
+
+
+def test_terms_of_the_hand_computed_small_tower():
+  # The tower of test_hand_computed_small_tower (33x33x3, 10 classes); each
+  # kind sums [madds, memory traffic, count], memory being the elements of a
+  # layer's input, output and weights:
+  #   conv3x3 s2 3->8, 33x33 -> 17x17: 216*289; 3*1089 + 8*289 + 216
+  #   sep: depthwise3x3 on 8 at 17x17: 9*8*289; 8*(289 + 289 + 9)
+  #        pointwise1x1 8->16 at 17x17: 128*289; (8 + 16)*289 + 128
+  #   bneck 16->48->24, 17x17 -> 9x9: expand 768*289; (16 + 48)*289 + 768
+  #        depthwise5x5 25*48*81; 48*(289 + 81 + 25)
+  #        se (hidden 16): 2*48*16; 3*48*81 (pool, scale) + 1600 params
+  #        project 1152*81; (48 + 24)*81 + 1152
+  #   conv1x1 24->32 at 9x9 and 32->40 at 1x1: 768*81 + 1280;
+  #        (24 + 32)*81 + 768 + (32 + 40) + 1280
+  #   pool of 32 at 9x9: reads 32*81;  dense 40->10: 400; 40 + 10 + 400
+  context = cost_models.CostContext('small', image_size=33, num_classes=10)
+  assert _terms(_small_tower(), context) == {
+      'conv3x3': [62424, 5795, 1],
+      'depthwise3x3': [20808, 4696, 1],
+      'pointwise1x1': [36992, 7064, 1],
+      'expand1x1': [221952, 19264, 1],
+      'depthwise5x5': [97200, 18960, 1],
+      'se': [1536, 13264, 1],
+      'project1x1': [93312, 6984, 1],
+      'conv1x1': [63488, 6656, 2],
+      'pool': [0, 2592, 1],
+      'dense': [400, 450, 1],
+  }
+  # The madds terms add up to the madds count (598112, above).
+  assert sum(v[0] for v in _terms(_small_tower(), context).values()) == 598112
+
+
+def test_terms_are_weighted_by_the_masks():
+  # 8x8x1 input, 2 classes. A layer choice at warm-up (0.5 each) between a
+  # 3x3 and a 5x5 conv to 8 channels, then a bottleneck 8 -> 16 -> 8 whose
+  # kernel (3 or 5) and squeeze-excite are searched.
+  tower = ConvTower((
+      Block((OneOf((Conv(3), Conv(5)), OP),), 8),
+      Block((DepthwiseBottleneck(OneOf((3, 5), schema.OP),
+                                 FilterMultiplier(2.0),
+                                 OneOf((False, True), schema.OP)),), 8),
+  ))
+  masked = schema.with_masks(tower, [[0.5, 0.5], [0.25, 0.75], [0.0, 1.0]])
+  got = _terms(masked, _CONTEXT)
+  area = 64
+  # Each conv counts half: [k*k*1*8*64, 1*64 + 8*64 + k*k*8, 1] / 2.
+  assert got['conv3x3'] == [0.5 * 9 * 8 * area, 0.5 * (area + 8 * area + 72),
+                            0.5]
+  assert got['conv5x5'] == [0.5 * 25 * 8 * area,
+                            0.5 * (area + 8 * area + 200), 0.5]
+  # The kernel choice weighs each depthwise kind by its mask entry.
+  assert got['depthwise3x3'] == [0.25 * 9 * 16 * area,
+                                 0.25 * 16 * (area + area + 9), 0.25]
+  assert got['depthwise5x5'] == [0.75 * 25 * 16 * area,
+                                 0.75 * 16 * (area + area + 25), 0.75]
+  # Squeeze-excite on (mask 1): hidden make_divisible(4) = 8.
+  assert got['se'] == [2 * 16 * 8, 3 * 16 * area + 2 * 16 * 8 + 8 + 16, 1]
+  assert got['expand1x1'] == [8 * 16 * area, (8 + 16) * area + 128, 1]
+  assert got['project1x1'] == [16 * 8 * area, (16 + 8) * area + 128, 1]
+  assert got['dense'] == [16, 8 + 2 + 16, 1]
+  # Squeeze-excite off: its kind is there, at weight 0.
+  off = schema.with_masks(tower, [[0.5, 0.5], [0.25, 0.75], [1.0, 0.0]])
+  assert _terms(off, _CONTEXT)['se'] == [0, 0, 0]
+
+
+def test_without_terms_count_collects_nothing():
+  terms = analytic._NoTerms()  # pylint: disable=protected-access
+  context = cost_models.CostContext('small', image_size=33, num_classes=10)
+  assert analytic.count(_small_tower(), context, terms=terms) == (
+      analytic.count(_small_tower(), context))
+  assert not terms.sums

@@ -149,8 +149,9 @@ def report(statuses: Dict[str, str], select: List[str], exclude: List[str],
           f'{"is " + chosen[name] if name in chosen else "no longer exists"}')
   total = len(chosen)
   rate = 100.0 * len(undetected) / total if total else 0.0
-  print(f'explained in {_DOC} (equivalent, or killed only by TensorFlow '
-        f'tests): {len(undetected) - len(unexplained)}; unexplained: '
+  print(f'explained in {_DOC} (equivalent, killed only by TensorFlow '
+        f'tests, or path-only): {len(undetected) - len(unexplained)}; '
+        'unexplained: '
         f'{len(unexplained)}')
   print(f'surviving mutants: {len(undetected)} of {total} ({rate:.1f}%)')
   return rate
