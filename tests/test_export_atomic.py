@@ -11,6 +11,7 @@ from absl import flags
 from bin import cli
 from bin import export_model
 from tests import test_export
+from tests.files import rewrite_checkpoint_without
 from tests.files import snapshot
 from tunas_search import export
 
@@ -190,3 +191,19 @@ def test_missing_checkpoint_lists_the_runs_checkpoints_and_writes_nothing(
   assert message.endswith(f'checkpoints of {run_dir}: {", ".join(names)}')
   assert '\n' not in message
   _assert_unchanged(export_dir, files)
+
+
+def test_checkpoint_lacking_a_variable_names_it(first_export, tmp_path):
+  run_dir = str(tmp_path / 'run')
+  shutil.copytree(first_export[0], run_dir)
+  latest = tf.train.latest_checkpoint(run_dir)
+  names = tf.train.load_checkpoint(latest).get_variable_to_shape_map()
+  missing = sorted(n for n in names if n.endswith('/kernel'))[0]
+  rewrite_checkpoint_without(latest, missing)
+  with pytest.raises(export.ExportError) as error:
+    export.export_run(run_dir, str(tmp_path / 'export'))
+  assert str(error.value) == (
+      f'checkpoint {latest} has no variable {missing}, which this graph has: '
+      'it was written by another tunas_search version or graph; export it '
+      'with that version')
+  assert not os.path.exists(tmp_path / 'export')

@@ -262,6 +262,11 @@ def _restore(session: tf1.Session, checkpoint: str) -> int:
   # ValueError: a path that is no checkpoint at all.
   except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
           ValueError) as e:
+    missing = model_dir_lib.restore_error(
+        os.path.dirname(checkpoint), e, checkpoint,
+        advice='export it with that version')
+    if missing is not e:
+      raise ExportError(str(missing)) from None
     raise ExportError(f'cannot restore {checkpoint}: {_first_line(e)}'
                       ) from None
   return int(session.run(step))

@@ -156,6 +156,8 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
     else:
       estimator.train(input_fn, max_steps=total, hooks=hooks,
                       saving_listeners=[tpu.CheckpointLogger()])
+  except tf.errors.NotFoundError as e:
+    raise model_dir_lib.restore_error(config.model_dir, e) from None
   except tf1.train.NanLossDuringTrainingError:
     # The model_fn reports NaN whenever either loss is NaN or +-inf.
     if not chief:

@@ -241,7 +241,10 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
       model_dir_lib.resume_from(config.model_dir, resume_from)
     lock.record_holder()
     model_dir_lib.remove_stale_temp_dirs(config.model_dir)
-    return _run_locked(config, model_spec, weights, hooks)
+    try:
+      return _run_locked(config, model_spec, weights, hooks)
+    except tf.errors.NotFoundError as e:
+      raise model_dir_lib.restore_error(config.model_dir, e) from None
 
 
 def _run_locked(config: TrainEvalConfig, model_spec: Any,

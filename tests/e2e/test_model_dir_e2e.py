@@ -18,6 +18,7 @@ from tunas_search import specs
 from tunas_search.model_dir import ModelDirError
 from tunas_search.schema import OneOf
 from tests.e2e import tiny
+from tests.files import rewrite_checkpoint_without
 from tests.files import snapshot
 
 
@@ -74,6 +75,36 @@ def test_garbage_state_file_never_restarts_from_step_zero(finished, tmp_path):
     runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
                       tiny.tiny_spec())
   assert snapshot(model_dir) == before
+
+
+def test_checkpoint_of_another_graph_is_one_line_not_a_restart(finished,
+                                                               tmp_path):
+  # A whole checkpoint that lacks a variable of the search graph (another
+  # version wrote it): restoring fails, and the run says so in one line
+  # instead of TensorFlow's page, leaving the checkpoints as they were
+  # (every start rewrites the lock's holder and TensorBoard's layout).
+  model_dir = _copy(finished, tmp_path)
+  for path in glob.glob(os.path.join(model_dir, 'model.ckpt-4.*')):
+    os.remove(path)
+  latest = os.path.join(model_dir, 'model.ckpt-2')
+  tf.compat.v1.train.update_checkpoint_state(model_dir, latest)
+  missing = 'blocks/0/layers/0/conv_k3/kernel'
+  rewrite_checkpoint_without(latest, missing)
+  rewritten = (model_dir_lib.LOCK_FILENAME,
+               'events.out.tfevents.0000000000.custom_scalars_layout')
+
+  def files():
+    return {k: v for k, v in snapshot(model_dir).items()
+            if k not in rewritten}
+  before = files()
+  with pytest.raises(ModelDirError) as error:
+    runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                      tiny.tiny_spec())
+  assert str(error.value) == (
+      f'checkpoint {latest} has no variable {missing}, which this graph '
+      'has: it was written by another tunas_search version or graph; resume '
+      'it with that version, or start again with a new --model_dir')
+  assert files() == before
 
 
 def test_analysis_refuses_a_model_spec_that_does_not_match(finished,
@@ -164,3 +195,22 @@ def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):
                         resume_from='model.ckpt-1') is None
   assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-2')
   model_dir_lib.check(model_dir)
+
+
+def test_train_eval_names_a_variable_its_checkpoint_lacks(tmp_path):
+  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / 'run')
+  config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
+                                       save_checkpoints_steps=1)
+  train_eval.run(config, test_train_eval.SPEC)
+  first = os.path.join(model_dir, 'model.ckpt-1')
+  reader = tf.train.load_checkpoint(first)
+  missing = sorted(n for n in reader.get_variable_to_shape_map()
+                   if n.endswith('/kernel'))[0]
+  rewrite_checkpoint_without(first, missing)
+  with pytest.raises(ModelDirError) as error:
+    train_eval.run(config, test_train_eval.SPEC, resume_from=first)
+  assert str(error.value).startswith(
+      f'checkpoint {first} has no variable {missing}, which this graph has')
+  assert tf.train.latest_checkpoint(model_dir) == first
