@@ -262,16 +262,16 @@ def test_checkpoint_names_are_joined_for_local_and_remote_dirs():
       'gs://b/run/model.ckpt-4')
 
 
-def test_restore_error_names_the_missing_variable_or_passes_through():
+def test_missing_variable_error_names_the_variable_or_is_none():
   error = tf.errors.NotFoundError(
       None, None, 'Restoring from checkpoint failed. ...\n\nKey a/b/kernel '
       'not found in checkpoint\n\t [[node save/RestoreV2]]')
-  found = model_dir_lib.restore_error('/unused', error, '/run/model.ckpt-7',
-                                  advice='do this')
+  found = model_dir_lib.missing_variable_error(error, '/run/model.ckpt-7',
+                                               advice='do this')
   assert isinstance(found, ModelDirError)
   assert str(found) == (
       'checkpoint /run/model.ckpt-7 has no variable a/b/kernel, which this '
       'graph has: it was written by another tunas_search version or graph; '
       'do this')
   other = tf.errors.NotFoundError(None, None, '/data/x.tfrecord not found')
-  assert model_dir_lib.restore_error('/unused', other) is other
+  assert model_dir_lib.missing_variable_error(other, '/run/x') is None

@@ -129,9 +129,9 @@ def test_a_search_dir_is_not_a_train_eval_dir(tmp_path):
   with pytest.raises(ConfigError) as error:
     train_eval.prepare(make_config(tmp_path), SPEC)
   assert str(error.value) == (
-      f'model dir {tmp_path} holds a search, not a train_eval run; use '
-      'another --model_dir (--search_model_dir or --init_from_search use a '
-      'search)')
+      f'model dir {tmp_path} holds a search, not a train_eval run '
+      '(--search_model_dir or --init_from_search use a search); use another '
+      '--model_dir')
   # Exporting reads the dir through load_run: the same message.
   with pytest.raises(ConfigError) as loading:
     train_eval.load_run(str(tmp_path))

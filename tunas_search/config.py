@@ -81,14 +81,15 @@ class OtherJobError(ConfigError):
 
   def __init__(self, found: str, expected: str, hint: str = ''):
     super().__init__(f'{CONFIG_FILENAME} holds a {found}, not a {expected}'
-                     + (f'; {hint}' if hint else ''))
+                     + (f' ({hint})' if hint else ''))
     self.found = found
     self.expected = expected
     self.hint = hint
 
   def of(self, model_dir: str) -> str:
     """The message for `model_dir`, the dir holding the file."""
-    return f'{model_dir} holds a {self.found}, not a {self.expected}'
+    return (f'{model_dir} holds a {self.found}, not a {self.expected}'
+            + (f' ({self.hint})' if self.hint else ''))
 
 
 # Keys of a field's metadata (see `option`).
@@ -622,8 +623,7 @@ def load_existing(cls, path: str):
     return cls.from_json(_read(path))
   except OtherJobError as e:
     raise ConfigError(f'model dir {e.of(os.path.dirname(path))}; use '
-                      'another --model_dir'
-                      + (f' ({e.hint})' if e.hint else '')) from None
+                      'another --model_dir') from None
   except ConfigError as e:
     raise ConfigError(f'{path} cannot be used: {e}') from None
   except (ValueError, TypeError, AttributeError) as e:

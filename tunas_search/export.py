@@ -262,10 +262,9 @@ def _restore(session: tf1.Session, checkpoint: str) -> int:
   # ValueError: a path that is no checkpoint at all.
   except (tf.errors.NotFoundError, tf.errors.InvalidArgumentError,
           ValueError) as e:
-    missing = model_dir_lib.restore_error(
-        os.path.dirname(checkpoint), e, checkpoint,
-        advice='export it with that version')
-    if missing is not e:
+    missing = model_dir_lib.missing_variable_error(
+        e, checkpoint, advice='export it with that version')
+    if missing is not None:
       raise ExportError(str(missing)) from None
     raise ExportError(f'cannot restore {checkpoint}: {_first_line(e)}'
                       ) from None

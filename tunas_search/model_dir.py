@@ -325,31 +325,29 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
 _MISSING_KEY = re.compile(r'Key (\S+) not found in checkpoint')
 
 
-def restore_error(model_dir: str, error: Exception,
-                  checkpoint: Optional[str] = None,
-                  advice: str = ('resume it with that version, or start again '
-                                 'with a new --model_dir')) -> Exception:
+def missing_variable_error(
+    error: Exception, checkpoint: str,
+    advice: str = ('resume it with that version, or start again with a new '
+                   '--model_dir')) -> Optional[ModelDirError]:
   """One line for a checkpoint that lacks a variable of the run's graph.
 
   `check` finds damaged files before a graph is built; a checkpoint that is
   whole but written by a graph with other variables (another tunas_search
   version, an edited one) only shows when the session restores it, as a
-  NotFoundError of a page. Any other error is returned as it is.
+  NotFoundError of a page.
 
   Args:
-    model_dir: the model dir whose checkpoint was being restored.
     error: what restoring raised.
-    checkpoint: the checkpoint restored; default the dir's latest.
+    checkpoint: the checkpoint being restored.
     advice: what to do, the end of the message.
 
   Returns:
-    A ModelDirError naming the checkpoint and the missing variable, or
-    `error`.
+    The error naming the checkpoint and the missing variable, or None when
+    `error` is about something else.
   """
   missing = _MISSING_KEY.search(str(error))
   if missing is None:
-    return error
-  checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
+    return None
   return ModelDirError(
       f'checkpoint {checkpoint} has no variable {missing.group(1)}, which '
       'this graph has: it was written by another tunas_search version or '

@@ -157,7 +157,11 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
       estimator.train(input_fn, max_steps=total, hooks=hooks,
                       saving_listeners=[tpu.CheckpointLogger()])
   except tf.errors.NotFoundError as e:
-    raise model_dir_lib.restore_error(config.model_dir, e) from None
+    missing = model_dir_lib.missing_variable_error(
+        e, tf.train.latest_checkpoint(config.model_dir))
+    if missing is None:
+      raise
+    raise missing from None
   except tf1.train.NanLossDuringTrainingError:
     # The model_fn reports NaN whenever either loss is NaN or +-inf.
     if not chief:

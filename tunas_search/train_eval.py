@@ -244,7 +244,11 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
     try:
       return _run_locked(config, model_spec, weights, hooks)
     except tf.errors.NotFoundError as e:
-      raise model_dir_lib.restore_error(config.model_dir, e) from None
+      missing = model_dir_lib.missing_variable_error(
+          e, tf.train.latest_checkpoint(config.model_dir))
+      if missing is None:
+        raise
+      raise missing from None
 
 
 def _run_locked(config: TrainEvalConfig, model_spec: Any,

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
+from tests.cost_models.test_measured_fit import random_architectures
 from tests.cost_models.test_measured_fit import synthetic_model
 from tests.e2e import tiny
 from tunas_search import architecture
@@ -22,16 +23,11 @@ def _context(space, **kwargs):
   return cost_models.CostContext(space, **kwargs)
 
 
-def _random(spec, n, seed):
-  rng = np.random.default_rng(seed)
-  return [architecture.random_indices(spec, rng) for _ in range(n)]
-
-
 def test_features_in_graph_match_numpy():
   spec = search_spaces.get('proxylessnas_search').spec()
   context = _context('proxylessnas_search')
   names = measured.feature_names(spec, context)
-  indices = _random(spec, 1, seed=2)[0]
+  indices = random_architectures(spec, 1, seed=2)[0]
   expected = measured.features(architecture.with_indices(spec, indices),
                                context, names)
   with tf.Graph().as_default():
@@ -53,7 +49,7 @@ def test_cost_model_reads_the_file_and_refuses_other_inputs(tmp_path):
   assert measured.LatencyModel.from_json(path.read_text()) == model
   context = _context('tiny', image_size=28, input_channels=1, num_classes=10,
                      cost_model_file=str(path))
-  indices = _random(spec, 1, seed=4)[0]
+  indices = random_architectures(spec, 1, seed=4)[0]
   ms = cost_models.get('measured').cost(spec, indices, context)
   names = model.feature_names
   assert ms == pytest.approx(model.predict(measured.features(

@@ -42,7 +42,8 @@ def small_context(**kwargs):
   return cost_models.CostContext('small', **values)
 
 
-def _random(spec, n, seed):
+def random_architectures(spec, n, seed):
+  """`n` architectures of `spec` drawn with `seed`."""
   rng = np.random.default_rng(seed)
   return [architecture.random_indices(spec, rng) for _ in range(n)]
 
@@ -61,7 +62,7 @@ def synthetic_model(spec, context, seed=0):
   truth *= np.array([unit[n.rsplit('/', 1)[1]] for n in names])
   rows = np.array([measured.features(architecture.with_indices(spec, i),
                                      context, names)
-                   for i in _random(spec, 60, seed=3)])
+                   for i in random_architectures(spec, 60, seed=3)])
   latencies = rows @ truth + 2.0
   model = measured.fit(rows, latencies, names,
                        search_space=context.space_name,
@@ -77,7 +78,7 @@ def test_per_kind_madds_add_up_to_the_exact_count(space):
   context = cost_models.CostContext(space)
   names = measured.feature_names(spec, context)
   assert 'depthwise5x5/madds' in names and 'dense/count' in names
-  for indices in _random(spec, 5, seed=1):
+  for indices in random_architectures(spec, 5, seed=1):
     masked = architecture.with_indices(spec, indices)
     values = dict(zip(names, measured.features(masked, context, names)))
     total = sum(v for n, v in values.items() if n.endswith('/madds'))
