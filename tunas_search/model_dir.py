@@ -354,6 +354,19 @@ def missing_variable_error(
       f'graph; {advice}')
 
 
+@contextlib.contextmanager
+def naming_missing_variables(model_dir: str) -> Iterator[None]:
+  """Raises `missing_variable_error` for the latest checkpoint of `model_dir`
+  when restoring it inside the block fails on a variable it lacks."""
+  try:
+    yield
+  except tf.errors.NotFoundError as e:
+    missing = missing_variable_error(e, tf.train.latest_checkpoint(model_dir))
+    if missing is None:
+      raise
+    raise missing from None
+
+
 def find_checkpoint(model_dir: str, checkpoint: str,
                     flag: str = 'resume_from') -> str:
   """The prefix of `checkpoint` if it is an intact checkpoint of the dir.

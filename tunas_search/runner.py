@@ -145,23 +145,18 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
                             if mirrored else ()))
   estimator = _make_estimator(config, model_spec, mirrored)
   try:
-    if mirrored is not None and mirrored.num_workers > 1:
-      # The estimator runs several workers only through train_and_evaluate;
-      # without an evaluator task in the cluster nothing is evaluated.
-      tf.estimator.train_and_evaluate(
-          estimator,
-          tf.estimator.TrainSpec(input_fn, max_steps=total, hooks=hooks,
-                                 saving_listeners=[tpu.CheckpointLogger()]),
-          tf.estimator.EvalSpec(input_fn))
-    else:
-      estimator.train(input_fn, max_steps=total, hooks=hooks,
-                      saving_listeners=[tpu.CheckpointLogger()])
-  except tf.errors.NotFoundError as e:
-    missing = model_dir_lib.missing_variable_error(
-        e, tf.train.latest_checkpoint(config.model_dir))
-    if missing is None:
-      raise
-    raise missing from None
+    with model_dir_lib.naming_missing_variables(config.model_dir):
+      if mirrored is not None and mirrored.num_workers > 1:
+        # The estimator runs several workers only through train_and_evaluate;
+        # without an evaluator task in the cluster nothing is evaluated.
+        tf.estimator.train_and_evaluate(
+            estimator,
+            tf.estimator.TrainSpec(input_fn, max_steps=total, hooks=hooks,
+                                   saving_listeners=[tpu.CheckpointLogger()]),
+            tf.estimator.EvalSpec(input_fn))
+      else:
+        estimator.train(input_fn, max_steps=total, hooks=hooks,
+                        saving_listeners=[tpu.CheckpointLogger()])
   except tf1.train.NanLossDuringTrainingError:
     # The model_fn reports NaN whenever either loss is NaN or +-inf.
     if not chief:

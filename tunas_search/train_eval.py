@@ -241,14 +241,8 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
       model_dir_lib.resume_from(config.model_dir, resume_from)
     lock.record_holder()
     model_dir_lib.remove_stale_temp_dirs(config.model_dir)
-    try:
+    with model_dir_lib.naming_missing_variables(config.model_dir):
       return _run_locked(config, model_spec, weights, hooks)
-    except tf.errors.NotFoundError as e:
-      missing = model_dir_lib.missing_variable_error(
-          e, tf.train.latest_checkpoint(config.model_dir))
-      if missing is None:
-        raise
-      raise missing from None
 
 
 def _run_locked(config: TrainEvalConfig, model_spec: Any,
