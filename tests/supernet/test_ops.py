@@ -77,10 +77,10 @@ def test_uniform_mask_averages_and_unselected_op_is_not_run():
     with ops.v1_control_flow():
       both = ops.switch(x, [(tf.constant(0.5), lambda x, c: 3 * x * c),
                             (tf.constant(0.5), lambda x, c: 5 * x * c)],
-                        None, lambda: tf.zeros([]))
+                        None, lambda x: tf.zeros([]))
       second = ops.switch(x, [(tf.constant(0.0), failing),
                               (tf.constant(1.0), lambda x, c: 5 * x * c)],
-                          tf.constant(1.0), lambda: tf.zeros([]))
+                          tf.constant(1.0), lambda x: tf.zeros([]))
     assert _run([both, second], graph) == [8.0, 11.0]
 
 
@@ -202,3 +202,93 @@ def test_slice_to_shape_and_assignments():
     del mean  # Missing moving statistics are skipped.
     with pytest.raises(KeyError, match='a/kernel'):
       supernet_assignments({'b/kernel': np.ones([3, 4])})
+
+
+def _random_masks(spec, rng):
+  """Per op decision: a random subset of choices (maybe none, maybe several,
+  as in op warm-up) with positive entries; one width per width decision,
+  entry 1 (as the search samples them)."""
+  masks = []
+  for d in schema.decisions(spec):
+    on = rng.random(d.num_choices) < 0.5
+    if d.tag == schema.FILTERS:
+      on = np.arange(d.num_choices) == rng.integers(d.num_choices)
+    entries = rng.uniform(0.5, 1.5, d.num_choices)
+    masks.append(np.where(on, 1.0 if d.tag == schema.FILTERS else entries,
+                          0.0).astype('f4'))
+  return masks
+
+
+def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED):
+  """The loss, and its gradients for the images and every weight."""
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(0)
+    images = tf.constant(_images(channels=3))
+    fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
+    logits = build_network(schema.with_masks(spec, fed), images, 5,
+                           is_training=True, batch_norm_mode='batch',
+                           for_xla=for_xla, width_form=width_form)
+    loss = tf.reduce_sum(logits * tf.constant(
+        np.random.default_rng(1).normal(size=(4, 5)).astype('f4')))
+    weights = tf.compat.v1.trainable_variables()
+    grads = tf.gradients(loss, [images] + weights)
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      values = session.run([loss] + grads)
+  names = ['images'] + [w.op.name for w in weights]
+  return values[0], dict(zip(names, values[1:]))
+
+
+@pytest.mark.parametrize('width_form', [widths.MASKED, widths.SAMPLED])
+def test_routed_switch_matches_functional_conds(width_form):
+  # The v1 switch routes x and sums the active outputs with Switch/Merge
+  # (one cond per choice); the functional If form nests conds. Same loss
+  # and same gradients, zeros for every weight of an inactive choice (the
+  # optimiser steps it), over masks with none, one and several choices on,
+  # the kernel size nested inside the skippable layer.
+  spec = _tiny_spec()
+  rng = np.random.default_rng(0)
+  for _ in range(6):
+    masks = _random_masks(spec, rng)
+    loss_v1, grads_v1 = _loss_and_gradients(spec, masks, False, width_form)
+    loss_v2, grads_v2 = _loss_and_gradients(spec, masks, True, width_form)
+    np.testing.assert_allclose(loss_v1, loss_v2, rtol=1e-5)
+    assert sorted(grads_v1) == sorted(grads_v2)
+    for name, want in grads_v2.items():
+      np.testing.assert_allclose(grads_v1[name], want, rtol=1e-4, atol=1e-5,
+                                 err_msg=f'{name} with masks {masks}')
+
+
+def test_inactive_choices_add_no_tensor_to_the_input_gradient():
+  # With one cond per choice capturing x, each inactive choice gave x's
+  # gradient a zero tensor of x's size to sum: the backward pass grew with
+  # the number of choices. Routed, a step runs as many sums for 4 choices
+  # as for 1 (the graph has more, on paths that only op warm-up takes).
+  def sums_run(num_choices):
+    layer = Residual(OneOf([DepthwiseBottleneck(k, FilterMultiplier(3.0))
+                            for k in (3, 5, 7, 3)[:num_choices]], schema.OP))
+    spec = ConvTower((Block((Conv(3, strides=2), layer, layer), 8),))
+    graph = tf.Graph()
+    with graph.as_default():
+      masks = [tf.compat.v1.placeholder_with_default(
+          np.eye(d.num_choices, dtype='f4')[0], [d.num_choices])
+               for d in schema.decisions(spec)]
+      logits = build_network(schema.with_masks(spec, masks),
+                             tf.constant(_images(channels=3)), 5,
+                             is_training=True, batch_norm_mode='batch')
+      grads = tf.gradients(logits, tf.compat.v1.trainable_variables())
+      total = tf.add_n([tf.reduce_sum(g) for g in grads])
+      metadata = tf.compat.v1.RunMetadata()
+      with tf.compat.v1.Session() as session:
+        session.run(tf.compat.v1.global_variables_initializer())
+        session.run(total, options=tf.compat.v1.RunOptions(
+            trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                    run_metadata=metadata)
+    types = {op.name: op.type for op in graph.get_operations()}
+    # Step stats list the ops that ran (dead ones do not).
+    ran = [types.get(node.node_name) for dev in metadata.step_stats.dev_stats
+           for node in dev.node_stats]
+    assert 'Conv2DBackpropInput' in ran
+    return ran.count('AddN')
+  assert sums_run(4) == sums_run(1)

@@ -124,7 +124,7 @@ def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
       fns = [make(c, _in_choice(ctx, e))
              for c, e in zip(value.choices, entries)]
       branches = list(zip(entries, fns))
-      return lambda x: ops.switch(x, branches, None, lambda: zeros_fn(x))
+      return lambda x: ops.switch(x, branches, None, zeros_fn)
     value = value.choices[index]
   fn = make(value, ctx)
   return lambda x: fn(x, None)
@@ -315,7 +315,7 @@ def _build_oneof(oneof: OneOf, path: str, in_width: Width, out_width: Width,
       branches_s = [(m, lambda x, c, f=f: f(x, c * scale)) for m, f in branches]
     else:
       branches_s = branches
-    return ops.switch(x, branches_s, base, lambda: ops.zeros_like_output(
+    return ops.switch(x, branches_s, base, lambda x: ops.zeros_like_output(
         x, first.strides, first.width.channels))
   return Built(apply, first.width, first.strides)
 

@@ -19,7 +19,8 @@ uses it, before its weights are read. The weights then hold the same values
 as under TuNAS's optimiser, to float rounding, while a step costs the update
 of the sampled path only (docs/method.md, "Deferred steps of unused weights").
 
-The catch-up and the update of each group are conds of dense ops. Row-indexed
+The catch-up and the update of each group are dense ops that run only when
+the group is used (`_when`). Row-indexed
 ops given every row or none (scatters, TensorFlow's sparse RMSProp) started
 ~3 s sooner for `proxylessnas_search`, but a gather or scatter switches a
 resource variable to copy-on-read, so every later read copies it: the
@@ -32,7 +33,7 @@ architectures would share the union of their gradients.
 """
 
 import contextlib
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -80,6 +81,26 @@ def idle_factors(k, momentum: float, decay: float):
   mu_k = pow_(np.float32(momentum), k)
   shift = momentum * (1 - mu_k) / (1 - momentum)
   return pow_(np.float32(decay), k), mu_k, shift
+
+
+def _when(pred: tf.Tensor, make_ops: Callable[[], List[tf.Operation]],
+          name: str) -> tf.Tensor:
+  """Runs the ops that `make_ops` builds only if `pred`; returns `pred`.
+
+  The ops wait on a pivot that is dead unless `pred`, and TensorFlow skips
+  an op with a dead input, control inputs included; the returned Merge is
+  live either way and follows the ops when they run. A `tf.cond` would also
+  pass each tensor the ops read through a Switch of its own: ~8 per weight,
+  each run every step, which made a step's cost grow with the number of
+  op choices (`bench/step_cost.py`).
+  """
+  with tf.name_scope(name):
+    skip, take = tf.raw_ops.Switch(data=pred, pred=pred)
+    with tf.control_dependencies([tf.identity(take)]):
+      done = make_ops()
+    with tf.control_dependencies(done):
+      ran = tf.identity(take)
+    return tf.raw_ops.Merge(inputs=[ran, skip]).output
 
 
 class DeferredRMSProp:
@@ -185,12 +206,10 @@ class DeferredRMSProp:
       # Current to this step now, also if this step's update is skipped
       # (gradients not finite), so the missed steps are not taken twice.
       updates.append(self._set_current_to(indices, self._step))
-      with tf.control_dependencies(updates):
-        return tf.constant(True)
+      return updates
     # A group used in consecutive steps (every always-used weight, unless a
     # step was not finite) has nothing to catch up.
-    return tf.cond(tf.logical_and(used, missed > 0), catch_up,
-                   lambda: tf.constant(False), name=CATCH_UP)
+    return _when(tf.logical_and(used, missed > 0), catch_up, CATCH_UP)
 
   def _set_current_to(self, indices: tf.Tensor,
                       value: tf.Tensor) -> tf.Operation:
@@ -230,12 +249,10 @@ class DeferredRMSProp:
           done = [self._apply(g, v) for g, v in pairs]
           with tf.control_dependencies(done):
             done.append(self._set_current_to(indices, self._step + 1))
-          with tf.control_dependencies(done):
-            return tf.constant(True)
+          return done
         with tf.control_dependencies([caught_up]):
-          updates.append(tf.cond(tf.logical_and(used, finite), update,
-                                 lambda: tf.constant(False),
-                                 name=UPDATE).op)
+          updates.append(_when(tf.logical_and(used, finite), update,
+                               UPDATE).op)
     return tf.group(*updates, name='deferred_rmsprop_update')
 
 

@@ -291,29 +291,13 @@ def _first_active(x: tf.Tensor, branches: List[Branch], active: List[tf.Tensor],
                  lambda: _first_active(x, rest, active[1:], zeros_fn))
 
 
-def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
-           zeros_fn: Callable[[], tf.Tensor]) -> tf.Tensor:
-  """`base + sum_i fn_i(x, coef_i)` over the branches with `coef_i > 0`.
-
-  Only branches with a positive mask entry run (docs/method.md section 4), so the
-  cost does not grow with the number of choices. Without a base, nested conds
-  compute the first active branch, so no zero tensor is filled unless every
-  entry is 0; each further active branch (op warm-up) is added by a `tf.cond`
-  that otherwise passes the running sum through.
-
-  Args:
-    x: the input of every branch.
-    branches: `(coef, fn)` with coef a float32 scalar and `fn(x, coef)`
-      returning the branch output already multiplied by coef.
-    base: optional tensor to add the outputs to (e.g. a residual input).
-    zeros_fn: makes the output when no branch is active and there is no base.
-
-  Returns:
-    The sum, shaped like a branch output.
-  """
+def _nested_switch(x: tf.Tensor, branches: List[Branch],
+                   base: Optional[tf.Tensor],
+                   zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+  """`switch` as nested `tf.cond`s: the form for functional (v2) conds."""
   active = [coef > 0 for coef, _ in branches]
   if base is None:
-    total = _first_active(x, branches, active, zeros_fn)
+    total = _first_active(x, branches, active, lambda: zeros_fn(x))
     # Branch i is added below only if an earlier branch was the first one.
     seen = active[0]
     pending = [tf.constant(False)]
@@ -329,6 +313,132 @@ def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
     total = tf.cond(pred, lambda t=total, c=coef, f=fn: t + f(x, c),
                     lambda t=total: tf.identity(t))
   return total
+
+
+def _route(x: tf.Tensor, active: List[tf.Tensor]
+           ) -> Tuple[List[tf.Tensor], tf.Tensor]:
+  """Routes x to every active branch: (one input per branch, none's input).
+
+  Input i is x if branch i is active and dead otherwise (TensorFlow's
+  dead-tensor propagation skips every op it reaches); the second output is x
+  when no branch is active. Every routed tensor has consumers whose gradient
+  is a Switch or Merge, so x's gradient is the sum of the active branches'
+  alone: an inactive branch contributes no zero tensor of x's size (a cond
+  capturing x would, and the zeros' sum grew the backward pass with the
+  number of choices).
+  """
+  # rest[i]: whether a branch after i is active (the chain goes on).
+  rest = [tf.constant(False)] * len(active)
+  for i in range(len(active) - 2, -1, -1):
+    rest[i] = tf.logical_or(active[i + 1], rest[i + 1])
+  taps, none = [], None
+  for i, a in enumerate(active):
+    skip, take = tf.raw_ops.Switch(data=x, pred=a)
+    if i == 0:
+      none = skip  # Live only if branch 0 is inactive; narrowed below.
+    if i == len(active) - 1:
+      taps.append(take)
+      break
+    # Both outputs of each Switch feed a Merge: no unused output whose
+    # gradient would be a zero tensor.
+    take_last, take_more = tf.raw_ops.Switch(data=take, pred=rest[i])
+    skip_none, skip_more = tf.raw_ops.Switch(data=skip, pred=rest[i])
+    taps.append(tf.raw_ops.Merge(inputs=[take_last, take_more]).output)
+    if i == 0:
+      none = skip_none
+    x = tf.raw_ops.Merge(inputs=[take_more, skip_more]).output
+  return taps, none
+
+
+def _dead_zeros(x: tf.Tensor, zeros_fn: Callable[[tf.Tensor], tf.Tensor]
+                ) -> tf.Tensor:
+  """`zeros_fn(x)`, not differentiable, and dead whenever x is."""
+  with tf.control_dependencies([tf.identity(x)]):
+    return tf.stop_gradient(zeros_fn(x))
+
+
+def _routed_switch(x: tf.Tensor, branches: List[Branch],
+                   base: Optional[tf.Tensor],
+                   zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+  """`switch` as one cond per branch between Switch/Merge routing.
+
+  The routing ops are built outside any control-flow context (their
+  gradients are then the plain Switch/Merge ones); each branch is a
+  `tf.cond` in the caller's context, so a weight it reads still gets a zero
+  gradient when the branch is inactive (TuNAS's optimiser steps every
+  weight), also inside an enclosing op choice.
+  """
+  graph = tf.compat.v1.get_default_graph()
+  outer = graph._get_control_flow_context()  # pylint: disable=protected-access
+  active = [coef > 0 for coef, _ in branches]
+
+  def context_free(fn, *args):
+    graph._set_control_flow_context(None)  # pylint: disable=protected-access
+    try:
+      return fn(*args)
+    finally:
+      graph._set_control_flow_context(outer)  # pylint: disable=protected-access
+
+  taps, none = context_free(_route, x, active)
+  outputs = []
+  for tap, a, (coef, fn) in zip(taps, active, branches):
+    shape = []
+
+    def taken(tap=tap, coef=coef, fn=fn, shape=shape):
+      y = fn(tap, coef)
+      shape.append(y.shape)
+      return y
+    y = tf.cond(a, taken, lambda tap=tap: _dead_zeros(tap, zeros_fn))
+    y.set_shape(shape[0])
+    outputs.append(y)
+
+  def accumulate():
+    # Sums the live outputs in branch order: total is dead until a branch
+    # was active (or is the base).
+    total, seen = base, None
+    for i, (y, a) in enumerate(zip(outputs, active)):
+      if total is None:
+        total, seen = y, a
+        continue
+      keep, add_to = tf.raw_ops.Switch(data=total, pred=a)
+      if seen is None:  # A base: every active output is added to it.
+        total = tf.raw_ops.Merge(inputs=[add_to + y, keep]).output
+        continue
+      first, later = tf.raw_ops.Switch(data=y, pred=seen)
+      total = tf.raw_ops.Merge(inputs=[add_to + later, first, keep]).output
+      seen = tf.logical_or(seen, a)
+    if base is None:
+      # Merge's first input must be built here (its gradient reads the
+      # first input's context).
+      total = tf.raw_ops.Merge(inputs=[_dead_zeros(none, zeros_fn),
+                                       total]).output
+    total.set_shape(outputs[0].shape)
+    return total
+  return context_free(accumulate)
+
+
+def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
+           zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+  """`base + sum_i fn_i(x, coef_i)` over the branches with `coef_i > 0`.
+
+  Only branches with a positive mask entry run (docs/method.md section 4),
+  so the cost does not grow with the number of choices.
+
+  Args:
+    x: the input of every branch.
+    branches: `(coef, fn)` with coef a float32 scalar and `fn(x, coef)`
+      returning the branch output already multiplied by coef.
+    base: optional tensor to add the outputs to (e.g. a residual input).
+    zeros_fn: `zeros_fn(x)` makes the output when no branch is active and
+      there is no base.
+
+  Returns:
+    The sum, shaped like a branch output.
+  """
+  if tf.compat.v1.control_flow_v2_enabled():
+    # Functional conds (XLA) cannot be routed by context-free Switch/Merge.
+    return _nested_switch(x, branches, base, zeros_fn)
+  return _routed_switch(x, branches, base, zeros_fn)
 
 
 @contextlib.contextmanager
