@@ -294,7 +294,12 @@ def _first_active(x: tf.Tensor, branches: List[Branch], active: List[tf.Tensor],
 def _nested_switch(x: tf.Tensor, branches: List[Branch],
                    base: Optional[tf.Tensor],
                    zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
-  """`switch` as nested `tf.cond`s: the form for functional (v2) conds."""
+  """`switch` as nested `tf.cond`s: the form for functional (v2) conds.
+
+  Without a base, nested conds compute the first active branch, so no zero
+  tensor is filled unless every entry is 0; each further active branch (op
+  warm-up) is added by a `tf.cond` that otherwise passes the sum through.
+  """
   active = [coef > 0 for coef, _ in branches]
   if base is None:
     total = _first_active(x, branches, active, lambda: zeros_fn(x))
@@ -389,6 +394,8 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
       shape.append(y.shape)
       return y
     y = tf.cond(a, taken, lambda tap=tap: _dead_zeros(tap, zeros_fn))
+    # The zeros may have a dynamic shape (a sampled width); the output has
+    # the taken branch's.
     y.set_shape(shape[0])
     outputs.append(y)
 
