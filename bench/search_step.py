@@ -15,6 +15,8 @@ Keys:
     (`supernet_widths=sampled`, the CPU/GPU default) / (training step +
     validation inference of the architecture built stand-alone at its own
     widths); goal <= 1.10.
+  deferred_vs_sampled_parts_ratio: the same with unused weights' RMSProp
+    steps deferred (`unused_weight_steps=deferred`; search_deferred_ms).
   search_vs_parts_ratio: search step in TuNAS's masked form (largest widths,
     masked; `supernet_widths=masked`) / the same parts built at the largest
     widths of the sampled ops; goal <= 1.10.
@@ -355,6 +357,8 @@ def main():
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
       'search_vs_sampled_parts_ratio': round(
           ms['search'] / (ms['train'] + ms['inference']), 3),
+      'deferred_vs_sampled_parts_ratio': round(
+          ms['search_deferred'] / (ms['train'] + ms['inference']), 3),
       'search_vs_parts_ratio': round(ms['search_masked'] / (
           ms['train_widest'] + ms['inference_widest']), 3),
       'sampled_vs_masked_step_ratio': round(

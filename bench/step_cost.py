@@ -155,28 +155,33 @@ class Step:
       variables = tf.compat.v1.trainable_variables()
       if sampled_path_only:
         variables = [v for v in variables if _on_path(v.name, indices)]
-      grads_and_vars = optimizer.compute_gradients(
-          loss, var_list=variables,
-          gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
       if deferred:
         step = tf.compat.v1.train.get_or_create_global_step()
         deferred_rmsprop = supernet_lib.DeferredRMSProp(
             variables, uses, snapshots, step.read_value(), 1e-3, decay=0.9,
             momentum=0.9, epsilon=1.0)
-        grads_and_vars = list(zip(tf.gradients(loss, variables), variables))
+        # Dead for unused weights, as the search computes them.
+        grads_and_vars = list(zip(deferred_rmsprop.gradients(loss, variables),
+                                  variables))
         update = deferred_rmsprop.apply_gradients(grads_and_vars,
                                                   tf.constant(True))
         with tf.control_dependencies([update]):
           self.train_op = step.assign_add(1).op
+        # Live every step, unlike the gradients of unused weights.
+        gradients = tf.add_n(deferred_rmsprop.gradient_norms(grads_and_vars))
       else:
+        grads_and_vars = optimizer.compute_gradients(
+            loss, var_list=variables,
+            gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
         with tf.control_dependencies(updates):
           self.train_op = optimizer.apply_gradients(grads_and_vars)
+        gradients = tf.add_n([tf.reduce_sum(g) for g, _ in grads_and_vars
+                              if g is not None])
       self.fetches = {
           'forward': loss,
           # One scalar that needs every gradient: fetching the gradients
           # would time their copy out, and Grappler prunes a bare group.
-          'gradients': tf.add_n([tf.reduce_sum(g) for g, _ in grads_and_vars
-                                 if g is not None]),
+          'gradients': gradients,
           'step': self.train_op}
       self.num_ops = len(self.graph.get_operations())
       self.session = tf.compat.v1.Session(graph=self.graph)

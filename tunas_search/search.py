@@ -112,7 +112,8 @@ def _model_variables() -> List[tf.Variable]:
           if not v.name.startswith(CONTROLLER_SCOPE + '/')]
 
 
-def _all_finite(loss: tf.Tensor, grads_and_vars) -> tf.Tensor:
+def _all_finite(loss: tf.Tensor, grads_and_vars=(),
+                half_squared_norms: Sequence[tf.Tensor] = ()) -> tf.Tensor:
   """Whether the loss and every gradient are free of NaN and +-inf.
 
   The gradients are checked too: with oneDNN, a NaN input can come out of a
@@ -121,7 +122,8 @@ def _all_finite(loss: tf.Tensor, grads_and_vars) -> tf.Tensor:
   is): one reduction per gradient instead of an elementwise test and a
   reduction (2-7% faster CPU steps, docs/xla.md). A gradient norm beyond
   float32's range (~1.8e19) counts as non-finite too; such a step has
-  diverged anyway.
+  diverged anyway. The deferred update passes `half_squared_norms` instead
+  of gradients (`DeferredRMSProp.gradient_norms`), the same norm's parts.
   """
   grads = [g.values if isinstance(g, tf.IndexedSlices) else g
            for g, _ in grads_and_vars if g is not None]
@@ -129,6 +131,10 @@ def _all_finite(loss: tf.Tensor, grads_and_vars) -> tf.Tensor:
   if grads:
     finite = tf.logical_and(
         finite, tf.math.is_finite(tf.linalg.global_norm(grads)))
+  if half_squared_norms:
+    # global_norm's formula: sqrt(2 * sum of the halves).
+    norm = tf.sqrt(2.0 * tf.add_n(list(half_squared_norms)))
+    finite = tf.logical_and(finite, tf.math.is_finite(norm))
   return finite
 
 
@@ -217,8 +223,11 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
   empirical_loss = tf1.losses.softmax_cross_entropy(
       one_hot, logits, label_smoothing=config.label_smoothing)
   variables = _model_variables()
-  # Only what the sampled architecture uses is decayed (docs/method.md).
-  regularization_loss = decay.loss(config.weight_decay)
+  # Only what the sampled architecture uses is decayed (docs/method.md). The
+  # deferred update skips a weight the step does not use, so its decay term
+  # (0 then) need not be computed either.
+  regularization_loss = decay.loss(
+      config.weight_decay, uses.used_once() if deferred else ())
   loss = empirical_loss + regularization_loss
   learning_rate = schedules.cosine_with_warmup(
       step, config.scaled_model_learning_rate, config.total_steps,
@@ -238,7 +247,11 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
         variables, uses, snapshots, step, learning_rate,
         decay=config.model_rmsprop_decay, momentum=config.model_momentum,
         epsilon=config.model_rmsprop_epsilon)
-    grads_and_vars = list(zip(tf1.gradients(loss, variables), variables))
+    grads_and_vars = list(zip(optimizer.gradients(loss, variables),
+                              variables))
+    # Gradients of unused weights are dead: what runs every step reads one
+    # scalar per group of weights instead.
+    norms = optimizer.gradient_norms(grads_and_vars)
   else:
     optimizer = tpu.model_optimizer(config, learning_rate)
     grads_and_vars = optimizer.compute_gradients(
@@ -249,12 +262,16 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
   # reported loss NaN below. Leaving it out keeps XLA from copying the
   # whole decay sum (every kernel's masked term) into each variable's update
   # fusion, which halved the compile (docs/xla.md, "Where the time goes").
-  finite = _all_finite(empirical_loss, grads_and_vars)
-  if not deferred:  # The deferred update skips such a step instead.
+  if deferred:
+    finite = _all_finite(empirical_loss, half_squared_norms=norms)
+  else:
+    finite = _all_finite(empirical_loss, grads_and_vars)
+    # The deferred update skips such a step instead.
     grads_and_vars = _finite_or_zero(grads_and_vars, finite)
   deps = list(validation_reads.values()) if validation_reads else []
   if config.use_gradient_sync_barrier:
-    deps += [g for g, _ in grads_and_vars if g is not None]
+    deps += norms if deferred else [g for g, _ in grads_and_vars
+                                    if g is not None]
   grads_and_vars = _after(grads_and_vars, deps)
   if deferred:
     train_op = optimizer.apply_gradients(grads_and_vars, finite)

@@ -52,14 +52,15 @@ def test_closed_form_of_no_missed_step_is_the_identity():
   assert (ms_f, mom_f, shift) == (1, 1, 0)
 
 
-def _run(tmp_path, mode: str, validation_weights: str, nan_step=None):
+def _run(tmp_path, mode: str, validation_weights: str, nan_step=None,
+         widths: str = 'auto'):
   """Runs STEPS search steps; returns per-step weights and current_to.
 
   At `nan_step` the training images are NaN, so that step's gradients are.
   """
   config = tiny.tiny_config(
       tmp_path, unused_weight_steps=mode, max_steps=100,
-      validation_weights=validation_weights,
+      validation_weights=validation_weights, supernet_widths=widths,
       # A reward that cannot differ between the forms by a rounding flip of
       # one validation prediction, so both sample the same architectures.
       constant_validation_accuracy=0.5,
@@ -99,14 +100,18 @@ def _run(tmp_path, mode: str, validation_weights: str, nan_step=None):
   return history, sampled, current
 
 
-@pytest.mark.parametrize('validation_weights, nan_step', [
-    ('pre_update', None), ('post_update', None), ('pre_update', 6)])
+@pytest.mark.parametrize('validation_weights, nan_step, widths', [
+    ('pre_update', None, 'auto'), ('post_update', None, 'auto'),
+    ('pre_update', 6, 'auto'), ('pre_update', None, 'masked')])
 def test_deferred_steps_give_every_step_weights(tmp_path, validation_weights,
-                                                nan_step):
+                                                nan_step, widths):
+  # The deferred form's gradients of unused weights are dead, not zero
+  # (`dead_gradients`); 'auto' computes at the sampled widths on a CPU, so
+  # those gradients pass a slice there.
   every, every_arch, _ = _run(tmp_path / 'every', 'every_step',
-                              validation_weights, nan_step)
+                              validation_weights, nan_step, widths)
   lazy, lazy_arch, current = _run(tmp_path / 'lazy', 'deferred',
-                                  validation_weights, nan_step)
+                                  validation_weights, nan_step, widths)
   assert lazy_arch == every_arch
   # The run must exercise the deferral: at some checkpoint a weight is
   # behind the step, and later a weight catches up two or more missed steps.

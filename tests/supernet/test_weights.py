@@ -16,7 +16,9 @@ import tensorflow as tf
 from tunas_search import architecture
 from tunas_search import schema
 from tunas_search.supernet import MaskedWeightDecay
+from tunas_search.supernet import WeightUses
 from tunas_search.supernet import build_network
+from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import reading_snapshots
 from tunas_search.supernet import regularization_loss
 
@@ -172,3 +174,42 @@ def test_snapshots_are_read_once_and_survive_an_update():
       before, _, g = sess.run([w1 * 2.0, update, grad])
       assert (before, g) == (2.0, 3.0)
       assert sess.run(variable) == 11.0
+
+
+def test_decay_terms_of_unused_kernels_can_be_dead():
+  # The deferred form's decay: the same loss, the same gradient for every
+  # kernel the architecture uses, and a dead one (nothing computed) for each
+  # kernel it leaves unused, which the deferred update does not step.
+  with tf.Graph().as_default():
+    snapshots, uses, decay = {}, WeightUses(), MaskedWeightDecay()
+    masks = [tf.compat.v1.placeholder_with_default(m, m.shape)
+             for m in _masks(warmup=False)]
+    with reading_snapshots(snapshots):
+      build_network(schema.with_masks(tiny.tiny_spec(), masks),
+                    tf.zeros([2, 28, 28, 1]), 10, is_training=True,
+                    batch_norm_mode='batch', decay=decay, uses=uses)
+    once = uses.used_once()
+    kernels = [v for v in tf.compat.v1.trainable_variables()
+               if v.op.name in SAMPLED]
+    plain = decay.loss(WEIGHT_DECAY)
+    dead = decay.loss(WEIGHT_DECAY, once)
+    plain_grads = tf.gradients(plain, kernels)
+    with dead_gradients.dead_when_unused([snapshots[n] for n in once]):
+      dead_grads = tf.gradients(dead, kernels)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      want, got = sess.run([plain, dead])
+      assert got == pytest.approx(want, rel=1e-6)
+      unused = []
+      for var, want, got in zip(kernels, plain_grads, dead_grads):
+        name = var.op.name
+        if SAMPLED[name][0] > 0:
+          np.testing.assert_allclose(*sess.run([got, want]), rtol=1e-6,
+                                     err_msg=name)
+          continue
+        assert name in once
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match='does not have value'):
+          sess.run(got)
+        unused.append(name)
+      assert len(unused) == 2

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from tunas_search import specs
 from tunas_search.schema import OneOf
+from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
 from tunas_search.supernet import widths
 from tunas_search.supernet.ops import BuildContext
@@ -429,7 +430,9 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
       build uses, masked by the sampled path (`MaskedWeightDecay`); pass it
       to the training build only.
     uses: if given, records the op scales of every variable this build
-      creates or reuses (`WeightUses`, for `deferred.DeferredRMSProp`).
+      creates or reuses (`WeightUses`, for `deferred.DeferredRMSProp`), and
+      builds the conds' Switches so that weights used once can get dead
+      gradients where unused (`dead_gradients`).
     for_xla: build the conds as functional `If` ops, which XLA (TPU,
       `xla.compile`) compiles about 2.5x faster than v1 Switch/Merge; the
       default v1 conds build about 3x faster and suit CPU and GPU graphs
@@ -466,7 +469,12 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                                      and not for_xla))
   x = tf.cast(images, dtype)
   width = widths.fixed(images.shape[-1])
-  with ops.v2_control_flow() if for_xla else ops.v1_control_flow():
+  with contextlib.ExitStack() as stack:
+    stack.enter_context(ops.v2_control_flow() if for_xla
+                        else ops.v1_control_flow())
+    if uses is not None:
+      # Lets the deferred update give unused weights dead gradients.
+      stack.enter_context(dead_gradients.weight_switches())
     for b, block in enumerate(model_spec.blocks):
       block_width = widths.block_width(block.filters, f'blocks/{b}/filters',
                                        ctx.sampled_widths)

@@ -20,7 +20,9 @@ as under TuNAS's optimiser, to float rounding, while a step costs the update
 of the sampled path only (docs/method.md, "Deferred steps of unused weights").
 
 The catch-up and the update of each group are dense ops that run only when
-the group is used (`_when`). Row-indexed
+the group is used (`_when`), and the gradients of a weight used once, inside
+a choice, are dead in a step that does not use it (`gradients`,
+`dead_gradients`): nothing of an unused weight's backward pass runs. Row-indexed
 ops given every row or none (scatters, TensorFlow's sparse RMSProp) started
 ~3 s sooner for `proxylessnas_search`, but a gather or scatter switches a
 resource variable to copy-on-read, so every later read copies it: the
@@ -38,6 +40,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
 from tunas_search.supernet.weights import WeightUses
 
@@ -107,7 +110,10 @@ class DeferredRMSProp:
   """TuNAS's RMSProp with the steps of unused weights taken when next used.
 
   Build order within a step: construct it after the training pass was built
-  (`uses` recorded, `snapshots` read), then `apply_gradients`. The weights of
+  (`uses` recorded, `snapshots` read; the pass's decay loss with
+  `dead_when_unused=uses.used_once()`), then take `gradients`, read them
+  through `gradient_norms` where something must run every step, and
+  `apply_gradients`. The weights of
   a group whose op scales are all 0 in a step are neither read nor updated in
   it; their reads in `snapshots` wait for their group's catch-up. A step
   whose gradients are not finite updates no weight: every weight misses a
@@ -157,6 +163,10 @@ class DeferredRMSProp:
           'current_to', initializer=tf.zeros([max(len(ordered), 1)],
                                              tf.int64),
           trainable=False)
+    # Snapshots of the weights used once, inside a choice: their gradients
+    # are dead in a step that does not use them (`gradients`).
+    self._dead_names = {n for n in uses.used_once() if n in snapshots}
+    self._dead_reads = [snapshots[n] for n in sorted(self._dead_names)]
     self._groups = []  # (used, indices, variables, caught-up signal)
     start = 0
     with ops.v1_control_flow():
@@ -224,6 +234,45 @@ class DeferredRMSProp:
         var=var.handle, ms=ms.handle, mom=mom.handle,
         lr=self._learning_rate, rho=rho, momentum=momentum, epsilon=epsilon,
         grad=grad)
+
+  def gradients(self, loss: tf.Tensor,
+                variables: Sequence[tf.Variable]) -> List[Optional[tf.Tensor]]:
+    """`tf.gradients(loss, variables)`, dead for weights a step leaves unused.
+
+    The gradient of a weight used once, inside a choice, is dead (not
+    zero) in a step whose architecture does not use it: neither it nor
+    anything it feeds is computed (`dead_gradients`), and `apply_gradients`
+    does not update such a weight anyway. Read the gradients through
+    `gradient_norms` where something must run every step.
+    """
+    with dead_gradients.dead_when_unused(self._dead_reads):
+      return tf.gradients(loss, variables)
+
+  def gradient_norms(self, grads_and_vars) -> List[tf.Tensor]:
+    """Half the squared norm of each group's gradients, live every step.
+
+    What the finite check and the gradient-sync barrier read in place of
+    gradients that may be dead: a group's value is 0 in a step that does not
+    use it, and waits for all of the group's gradients otherwise.
+
+    Args:
+      grads_and_vars: as `apply_gradients`.
+
+    Returns:
+      float32 scalars, one per group with a gradient.
+    """
+    grads = {v.ref(): g for g, v in grads_and_vars if g is not None}
+    norms = []
+    for used, _, group, _ in self._groups:
+      parts = [tf.nn.l2_loss(grads[v.ref()]) for v in group
+               if v.ref() in grads]
+      if not parts:
+        continue
+      norm = tf.add_n(parts)
+      if any(_base_name(v.name) in self._dead_names for v in group):
+        norm = dead_gradients.or_zero(norm, used)
+      norms.append(norm)
+    return norms
 
   def apply_gradients(self, grads_and_vars, finite: tf.Tensor
                       ) -> tf.Operation:

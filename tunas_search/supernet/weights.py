@@ -1,9 +1,12 @@
 """Weight decay and initialising a stand-alone network from supernet weights."""
 
-from typing import Callable, List, Mapping, Optional, Sequence, Tuple
+from typing import (Callable, Collection, List, Mapping, Optional, Sequence,
+                    Tuple)
 
 import numpy as np
 import tensorflow as tf
+
+from tunas_search.supernet import dead_gradients
 
 
 def _base_name(name: str) -> str:
@@ -63,11 +66,13 @@ class MaskedWeightDecay:
 
   The builder calls `add` once per use of a weight-decayed kernel; a
   stand-alone network (no op scales, no channel masks) gets the plain
-  `weight_decay / 2 * sum(w ** 2)` over its kernels.
+  `weight_decay / 2 * sum(w ** 2)` over its kernels. The terms are built by
+  `loss`, which can make some of them dead in a step that does not use them.
   """
 
   def __init__(self):
-    self._terms = {}  # name -> [float32 scalar terms], in insertion order.
+    # name -> [(kernel, op_scale, in_mask, out_mask)], in insertion order.
+    self._uses = {}
 
   def add(self, name: str, kernel, op_scale: Optional[tf.Tensor] = None,
           in_mask: Optional[tf.Tensor] = None,
@@ -81,6 +86,17 @@ class MaskedWeightDecay:
       in_mask: float32 [in] channel mask of the kernel's input, or None.
       out_mask: float32 [out] channel mask of its output, or None.
     """
+    self._uses.setdefault(name, []).append(
+        (kernel, op_scale, in_mask, out_mask))
+
+  @property
+  def names(self) -> List[str]:
+    """Names of the decayed kernels, in the order they were first added."""
+    return list(self._uses)
+
+  @staticmethod
+  def _term(kernel, op_scale, in_mask, out_mask) -> tf.Tensor:
+    """`op_scale * sum((kernel * masks) ** 2)`."""
     w = tf.cast(tf.convert_to_tensor(kernel), tf.float32)
     if in_mask is not None:
       w *= tf.reshape(tf.cast(in_mask, tf.float32), [1, 1, -1, 1])
@@ -91,24 +107,38 @@ class MaskedWeightDecay:
     term = 2.0 * tf.nn.l2_loss(w)
     if op_scale is not None:
       term *= tf.cast(op_scale, tf.float32)
-    self._terms.setdefault(name, []).append(term)
+    return term
 
-  @property
-  def names(self) -> List[str]:
-    """Names of the decayed kernels, in the order they were first added."""
-    return list(self._terms)
-
-  def loss(self, weight_decay: float) -> tf.Tensor:
+  def loss(self, weight_decay: float,
+           dead_when_unused: Collection[str] = ()) -> tf.Tensor:
     """`weight_decay / 2 * sum over kernels of max(masked terms)`.
+
+    Args:
+      weight_decay: the L2 coefficient.
+      dead_when_unused: names of kernels with one use, inside a choice
+        (`WeightUses.used_once`), whose term and its gradient are to be
+        dead in a step whose op scale is 0 (the term is 0 then), so that
+        neither is computed (`dead_gradients`; the deferred form). Build
+        the loss outside any control flow then.
 
     Returns:
       float32 scalar (0 when nothing was added).
     """
-    if not self._terms:
+    if not self._uses:
       return tf.constant(0.0)
-    per_kernel = [terms[0] if len(terms) == 1 else
-                  tf.reduce_max(tf.stack(terms))
-                  for terms in self._terms.values()]
+    dead = set(dead_when_unused)
+    per_kernel = []
+    for name, uses in self._uses.items():
+      if len(uses) == 1 and uses[0][1] is not None and name in dead:
+        kernel, op_scale, in_mask, out_mask = uses[0]
+        used = tf.cast(op_scale, tf.float32) > 0
+        kernel = dead_gradients.route(tf.convert_to_tensor(kernel), used)
+        per_kernel.append(dead_gradients.or_zero(
+            self._term(kernel, op_scale, in_mask, out_mask), used))
+        continue
+      terms = [self._term(*use) for use in uses]
+      per_kernel.append(terms[0] if len(terms) == 1 else
+                        tf.reduce_max(tf.stack(terms)))
     return 0.5 * weight_decay * tf.add_n(per_kernel)
 
 
@@ -144,6 +174,16 @@ class WeightUses:
   def names(self) -> List[str]:
     """The recorded names, in the order they were first added."""
     return list(self._scales)
+
+  def used_once(self) -> List[str]:
+    """Names recorded exactly once, inside a searched choice.
+
+    Such a weight's gradient can be dead, not zero, in a step that does not
+    use it (`dead_gradients`): nothing sums it with a gradient of another
+    use that did run.
+    """
+    return [name for name, scales in self._scales.items()
+            if len(scales) == 1 and scales[0] is not None]
 
 
 def slice_to_shape(value: np.ndarray, shape: Sequence[int]) -> np.ndarray:

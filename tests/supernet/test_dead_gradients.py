@@ -1,0 +1,155 @@
+"""Dead gradients of unused weights: values, deadness, and a search step."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tunas_search import search
+from tunas_search.supernet import dead_gradients
+from tunas_search.supernet import ops
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'e2e'))
+import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+tf1 = tf.compat.v1
+VALUE = np.array([1.0, -2.0, 3.0], np.float32)
+
+
+def _is_dead(session, tensor, feed) -> bool:
+  """Whether `tensor` has no value in this run (a dead tensor)."""
+  try:
+    session.run(tensor, feed)
+  except tf.errors.InvalidArgumentError as e:
+    assert 'does not have value' in str(e)
+    return True
+  return False
+
+
+def _weight():
+  """A weight and its read, as the search's snapshots read it."""
+  var = tf1.get_variable('w', initializer=VALUE)
+  return var, var.read_value()
+
+
+def test_a_branch_not_taken_gives_its_weight_a_dead_gradient():
+  with tf.Graph().as_default():
+    var, read = _weight()
+    pred = tf1.placeholder(tf.bool, [])
+    with ops.v1_control_flow(), dead_gradients.weight_switches():
+      y = tf.cond(pred, lambda: tf.reduce_sum(read * read),
+                  lambda: tf.constant(0.0))
+    with dead_gradients.dead_when_unused([read]):
+      dead, = tf.gradients(y, [var])
+    zeros, = tf.gradients(y, [var])  # Outside: TensorFlow's gradient.
+    with tf1.Session() as sess:
+      sess.run(var.initializer)
+      np.testing.assert_allclose(sess.run(dead, {pred: True}), 2 * VALUE)
+      assert _is_dead(sess, dead, {pred: False})
+      np.testing.assert_array_equal(sess.run(zeros, {pred: False}),
+                                    np.zeros(3))
+
+
+def test_nested_conds_and_a_narrowed_weight():
+  # A weight sliced to a sampled width, read in a cond inside a cond: its
+  # gradient is live only where both branches ran.
+  with tf.Graph().as_default():
+    var, read = _weight()
+    narrowed = tf.slice(read, [0], [2])
+    outer, inner = (tf1.placeholder(tf.bool, []) for _ in range(2))
+    with ops.v1_control_flow(), dead_gradients.weight_switches():
+      y = tf.cond(outer, lambda: tf.cond(
+          inner, lambda: tf.reduce_sum(3.0 * narrowed),
+          lambda: tf.constant(0.0)), lambda: tf.constant(0.0))
+    with dead_gradients.dead_when_unused([read]):
+      grad, = tf.gradients(y, [var])
+    with tf1.Session() as sess:
+      sess.run(var.initializer)
+      np.testing.assert_array_equal(
+          sess.run(grad, {outer: True, inner: True}), [3.0, 3.0, 0.0])
+      for both in ((True, False), (False, True), (False, False)):
+        assert _is_dead(sess, grad, dict(zip((outer, inner), both))), both
+
+
+def test_other_tensors_read_in_a_branch_keep_zero_gradients():
+  # Only the listed reads get dead gradients: an activation (or a weight not
+  # listed) read in a branch not taken still gets TensorFlow's zeros.
+  with tf.Graph().as_default():
+    var, read = _weight()
+    other = tf1.get_variable('other', initializer=VALUE)
+    other_read = other.read_value()
+    x = tf1.placeholder_with_default(VALUE, [3])
+    pred = tf1.placeholder(tf.bool, [])
+    with ops.v1_control_flow(), dead_gradients.weight_switches():
+      y = tf.cond(pred, lambda: tf.reduce_sum(read * x * other_read),
+                  lambda: tf.constant(0.0))
+    with dead_gradients.dead_when_unused([read]):
+      grads = tf.gradients(y, [x, other])
+    with tf1.Session() as sess:
+      sess.run([var.initializer, other.initializer])
+      for g in sess.run(grads, {pred: False}):
+        np.testing.assert_array_equal(g, np.zeros(3))
+
+
+def test_route_and_or_zero():
+  with tf.Graph().as_default():
+    var, read = _weight()
+    pred = tf1.placeholder(tf.bool, [])
+    routed = dead_gradients.route(read, pred)
+    loss = dead_gradients.or_zero(tf.reduce_sum(routed * routed), pred)
+    with dead_gradients.dead_when_unused([read]):
+      grad, = tf.gradients(loss, [var])
+    with tf1.Session() as sess:
+      sess.run(var.initializer)
+      assert sess.run(loss, {pred: True}) == pytest.approx(14.0)
+      assert sess.run(loss, {pred: False}) == 0.0
+      np.testing.assert_allclose(sess.run(grad, {pred: True}), 2 * VALUE)
+      assert _is_dead(sess, grad, {pred: False})
+
+
+def _zero_gradient_fills(tmp_path, mode: str, steps: int = 3) -> int:
+  """Fill ops run by the gradients of `steps` tiny search steps."""
+  # No warm-up: the sampled architectures leave ops unused from step 0.
+  config = tiny.tiny_config(tmp_path, unused_weight_steps=mode, max_steps=100,
+                            increase_ops_warmup_steps_fraction=0.0,
+                            increase_filters_warmup_steps_fraction=0.0)
+  rng = np.random.RandomState(1)
+  with tf.Graph().as_default() as graph:
+    features = {
+        'train_images': tf.constant(rng.rand(4, 28, 28, 1), tf.float32),
+        'validation_images': tf.constant(rng.rand(16, 28, 28, 1),
+                                         tf.float32)}
+    labels = {'train_labels': tf.constant(rng.randint(10, size=4)),
+              'validation_labels': tf.constant(rng.randint(10, size=16))}
+    spec = search.make_model_fn(config, tiny.tiny_spec())(
+        features, labels, tf.estimator.ModeKeys.TRAIN, {})
+    types = {op.name: op.type for op in graph.get_operations()}
+    fills = 0
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for _ in range(steps):
+        metadata = tf1.RunMetadata()
+        _, loss = sess.run([spec.train_op, spec.loss],
+                           options=tf1.RunOptions(
+                               trace_level=tf1.RunOptions.FULL_TRACE),
+                           run_metadata=metadata)
+        assert np.isfinite(loss)
+        # Step stats list the ops that ran (dead ones do not).
+        fills += sum(types.get(node.node_name) == 'Fill'
+                     and node.node_name.startswith('gradients/')
+                     for dev in metadata.step_stats.dev_stats
+                     for node in dev.node_stats)
+  return fills
+
+
+def test_a_deferred_search_step_fills_no_zero_gradients(tmp_path, capfd):
+  # TuNAS's optimiser steps every weight, so an unused one gets a zero
+  # gradient (filled each step); the deferred update skips it, and its
+  # gradient is dead instead.
+  assert _zero_gradient_fills(tmp_path / 'every', 'every_step') > 0
+  assert _zero_gradient_fills(tmp_path / 'deferred', 'deferred') == 0
+  # A Merge given two live inputs (`or_zero` of a gradient that was not
+  # dead) logs a warning each run.
+  assert 'more than one valid input' not in capfd.readouterr().err

@@ -1,0 +1,123 @@
+"""Dead, not zero, gradients for the weights a step does not use.
+
+In TensorFlow's v1 conds, a tensor that a branch reads from outside enters
+the branch through a Switch, and the Switch's gradient is a Merge of both
+sides: the branch's gradient when the branch ran, else a zero tensor of the
+read tensor's shape, made by a Switch, a Shape and a Fill. TuNAS's optimiser
+needs those zeros, since its RMSProp steps every weight, used or not. The
+deferred form (`deferred.DeferredRMSProp`) updates only the weights a step
+uses, and for it the zeros are wasted: four ops per unused weight and step,
+the largest part of what an op choice cost that did not run.
+
+Switches built inside `weight_switches()` take the gradient
+`_weight_switch_grad`: while `dead_when_unused(reads)` is active, a Switch
+whose input is one of `reads` (or a slice of one, or a Switch of either, as
+nested conds chain them) gets the gradient of its taken side alone: dead
+when that side did not run, which TensorFlow's executor propagates without
+running anything (TensorFlow's gradient for a captured resource handle does
+the same). Any other Switch, and every Switch outside `dead_when_unused`,
+keeps TensorFlow's gradient.
+
+A dead gradient only reaches ops that cannot run in such a step: a sum of a
+weight's gradients is dead if one part is (an AddN is not a Merge), so only
+a weight with exactly one use inside a choice may be given one
+(`weights.WeightUses.used_once`). Whatever must run every step, e.g. the
+finite check and the gradient-sync barrier, reads `or_zero` of a per-group
+scalar instead of the gradients themselves.
+"""
+
+import contextlib
+from typing import Iterable, List
+
+import tensorflow as tf
+# TensorFlow's own gradient of Switch, for every Switch this module leaves
+# alone (TensorFlow 2.15 is pinned; tests/supernet/test_dead_gradients.py
+# fails if it moves).
+from tensorflow.python.ops import control_flow_grad  # pylint: disable=g-direct-tensorflow-import
+
+SWITCH_GRADIENT = 'TunasWeightSwitch'
+# Ops between a weight's read and a Switch that routes it: nested conds'
+# Switches and `widths.narrow`'s slice.
+_PASS_THROUGH = ('Switch', 'Slice')
+# The reads given dead gradients, innermost `dead_when_unused` last.
+_READS: List[frozenset] = [frozenset()]
+
+
+@contextlib.contextmanager
+def weight_switches():
+  """Switch ops built while active take `_weight_switch_grad`."""
+  graph = tf.compat.v1.get_default_graph()
+  with graph.gradient_override_map({'Switch': SWITCH_GRADIENT}):
+    yield
+
+
+@contextlib.contextmanager
+def dead_when_unused(reads: Iterable[tf.Tensor]):
+  """While active, gradients of `reads` are dead where a branch did not run.
+
+  Wrap the `tf.gradients` call in it.
+
+  Args:
+    reads: weight reads (snapshots) that each have one use, inside a choice.
+  """
+  _READS.append(frozenset(t.name for t in reads))
+  try:
+    yield
+  finally:
+    _READS.pop()
+
+
+def _reads_weight(t: tf.Tensor) -> bool:
+  """Whether `t` is one of the active reads, or routes one."""
+  reads = _READS[-1]
+  if not reads:
+    return False
+  while t.name not in reads:
+    if t.op.type not in _PASS_THROUGH:
+      return False
+    t = t.op.inputs[0]
+  return True
+
+
+@tf.RegisterGradient(SWITCH_GRADIENT)
+def _weight_switch_grad(op, *grads):
+  """The taken side's gradient alone for a weight's Switch, else TF's.
+
+  A cond's Switch leads to its branch (`branch` of its context); a Switch
+  outside any cond (`route`) leads on through its true output.
+  """
+  context = op._get_control_flow_context()  # pylint: disable=protected-access
+  if context is None:
+    taken = 1
+  else:
+    taken = getattr(context, 'branch', None)  # None: a while loop.
+  if taken is None or not _reads_weight(op.inputs[0]):
+    return control_flow_grad._SwitchGrad(op, *grads)  # pylint: disable=protected-access
+  # The taken side's gradient as it is: dead unless that side ran. (A Merge
+  # of it with itself, as TensorFlow does for a captured resource, logs a
+  # warning each time it runs live.) A value read outside its cond is valid
+  # where, as here, no while loop is involved.
+  return grads[taken], None
+
+
+def route(x: tf.Tensor, pred: tf.Tensor) -> tf.Tensor:
+  """`x` when `pred`, else dead; build it outside any control flow.
+
+  Inside `weight_switches()` and `dead_when_unused`, a weight read routed
+  here gets a dead gradient where `pred` is false (module docstring).
+  """
+  with weight_switches():
+    _, take = tf.raw_ops.Switch(data=x, pred=pred)
+  return take
+
+
+def or_zero(value: tf.Tensor, pred: tf.Tensor) -> tf.Tensor:
+  """A scalar that is `value` when `pred` and 0 otherwise, live either way.
+
+  Args:
+    value: a scalar that is live when `pred` (and may be dead otherwise),
+      built outside any control flow.
+    pred: bool scalar.
+  """
+  zero, _ = tf.raw_ops.Switch(data=tf.zeros([], value.dtype), pred=pred)
+  return tf.raw_ops.Merge(inputs=[value, zero]).output
