@@ -1,7 +1,7 @@
 """Weight decay and initialising a stand-alone network from supernet weights."""
 
-from typing import (Callable, Collection, List, Mapping, Optional, Sequence,
-                    Tuple)
+from typing import (Any, Callable, Collection, Dict, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 import numpy as np
 import tensorflow as tf
@@ -128,17 +128,24 @@ class MaskedWeightDecay:
       return tf.constant(0.0)
     dead = set(dead_when_unused)
     per_kernel = []
+    # The dead-when-unused terms by op scale: (scale > 0, [terms]). One sum
+    # per choice, made live by one `or_zero`, not one per kernel.
+    by_scale: Dict[Any, Tuple[tf.Tensor, List[tf.Tensor]]] = {}
     for name, uses in self._uses.items():
-      if len(uses) == 1 and uses[0][1] is not None and name in dead:
+      if (len(uses) == 1 and isinstance(uses[0][1], tf.Tensor)
+          and name in dead):
         kernel, op_scale, in_mask, out_mask = uses[0]
-        used = tf.cast(op_scale, tf.float32) > 0
+        if op_scale.ref() not in by_scale:
+          by_scale[op_scale.ref()] = (tf.cast(op_scale, tf.float32) > 0, [])
+        used, terms = by_scale[op_scale.ref()]
         kernel = dead_gradients.route(tf.convert_to_tensor(kernel), used)
-        per_kernel.append(dead_gradients.or_zero(
-            self._term(kernel, op_scale, in_mask, out_mask), used))
+        terms.append(self._term(kernel, op_scale, in_mask, out_mask))
         continue
       terms = [self._term(*use) for use in uses]
       per_kernel.append(terms[0] if len(terms) == 1 else
                         tf.reduce_max(tf.stack(terms)))
+    per_kernel += [dead_gradients.or_zero(tf.add_n(terms), used)
+                   for used, terms in by_scale.values()]
     return 0.5 * weight_decay * tf.add_n(per_kernel)
 
 
