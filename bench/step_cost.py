@@ -11,7 +11,8 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     over the same tower with 1 choice, choice 0 selected (target <= 1.05),
     every weight updated every step (TuNAS's optimiser and the search's
     default; `_deferred_ratio`: the same with unused weights' steps
-    deferred, `unused_weight_steps=deferred`),
+    deferred, `unused_weight_steps=deferred`, whose gradients are then
+    dead, not zero, as in the search),
     with `op_choices_breakdown`: per choice count, the forward pass, the
     backward pass (forward + gradients - forward; the gradients are summed
     to one scalar so that none is pruned), the weight update (step -
