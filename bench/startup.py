@@ -2,7 +2,7 @@
 """Time from `bin/search.py` start to its first step, per search space; JSON.
 
   .venv/bin/python bench/startup.py [--search_space=NAME ...] [--repeats=N]
-      [--search_flag=--unused_weight_steps=deferred ...]
+      [--search_flag=--unused_weight_steps=every_step ...]
 
 Runs the real command line (the smoke configuration, configs/smoke_cpu.cfg,
 with each space's default cost target) in a fresh process and a fresh model

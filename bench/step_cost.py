@@ -8,22 +8,28 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     sampled widths (`supernet_widths=sampled`) over a stand-alone step of
     the architecture at its own widths (target <= 1.10);
   * op_choices_7_vs_1_ratio: a small tower whose op decisions have 7 choices
-    over the same tower with 1 choice, choice 0 selected (target <= 1.05),
-    every weight updated every step (TuNAS's optimiser and the search's
-    default; `_deferred_ratio`: the same with unused weights' steps
-    deferred, `unused_weight_steps=deferred`, whose gradients are then
-    dead, not zero, as in the search),
+    over the same tower with 1 choice, choice 0 selected (target <= 1.05);
+    `_every_step_ratio`: the same with every weight updated every step
+    (TuNAS's optimiser, `unused_weight_steps=every_step`, zero gradients for
+    unused weights),
     with `op_choices_breakdown`: per choice count, the forward pass, the
-    backward pass (forward + gradients - forward; the gradients are summed
+    backward pass (forward + gradients - forward; the gradients are reduced
     to one scalar so that none is pruned), the weight update (step -
     forward - backward) and the graph's op count, to show where the growth
     comes from; and for 7 choices `unselected_weights_ms`, the step minus
     the same step differentiating and updating only the sampled path's
-    weights: what the zero gradients and RMSProp updates of the unselected
-    ops' weights cost. The rest of the growth is the conds themselves.
+    weights with plain RMSProp: what the unselected ops' weights cost (their
+    deferred update's bookkeeping, and with every_step their zero gradients
+    and RMSProp updates). The rest of the growth is the conds themselves.
+
+Every supernet step is the search's default optimiser off TPU (one replica):
+RMSProp with momentum whose steps of the weights a step leaves unused are
+deferred (`unused_weight_steps=auto`, docs/method.md section 6), their
+gradients dead, not zero, as in the search; `_every_step` towers update
+every weight every step, as TuNAS.
 
 Keys (times in ms per step, each config's fastest round):
-  * the three ratios above;
+  * the ratios above;
   * op_choices_breakdown: {"1": {...}, "7": {...}} with forward_ms,
     backward_ms, update_ms and graph_ops (the op count of that network's
     graph), and in "7" also unselected_weights_ms;
@@ -32,19 +38,17 @@ Keys (times in ms per step, each config's fastest round):
     widths), standalone_widest_ms (the sampled ops at their widest widths),
     standalone_ms (the architecture at its own widths), op_choices_1_ms,
     op_choices_3_ms and op_choices_7_ms (the small tower with 1, 3 and 7
-    op choices; the 3-choice tower enters no ratio) and
+    op choices; the 3-choice tower enters no ratio),
     op_choices_7_sampled_path_only_ms (7 choices, only the sampled path's
-    weights differentiated and updated), op_choices_1_deferred_ms and
-    op_choices_7_deferred_ms (the towers with unused weights' steps
-    deferred, `unused_weight_steps=deferred`);
+    weights differentiated and updated), op_choices_1_every_step_ms and
+    op_choices_7_every_step_ms (every weight updated every step);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds.
-Every step is the search's optimiser (RMSProp with momentum, which keeps
-moving the weights of unselected ops). The supernets' masks are fed, as the
-search's sampled masks are computed: constant masks would let Grappler fold
-the conds and the growth would look smaller than a search's (the 7 vs 1
-ratio read 1.13-1.20 with constants against ~1.38 fed, 28x28, batch 64).
+The supernets' masks are fed, as the search's sampled masks are computed:
+constant masks would let Grappler fold the conds and the growth would look
+smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
+against ~1.38 fed, 28x28, batch 64).
 Every network is built in its own graph in this process; measurements are
 interleaved over several rounds and each config keeps its fastest round.
 
@@ -215,8 +219,9 @@ def main(argv=None) -> None:
   spec = space.spec()
   indices = architecture.random_indices(spec, np.random.default_rng(args.seed))
   steps = {
-      'supernet': Step(spec, indices, True, args),
-      'supernet_sampled': Step(spec, indices, True, args, 'sampled'),
+      'supernet': Step(spec, indices, True, args, deferred=True),
+      'supernet_sampled': Step(spec, indices, True, args, 'sampled',
+                               deferred=True),
       'standalone_widest': Step(spec, widest_filters(spec, indices), False,
                                 args),
       'standalone': Step(spec, indices, False, args),
@@ -224,15 +229,15 @@ def main(argv=None) -> None:
   for n in (1, 3, 7):
     tower = op_tower(n)
     steps[f'op_choices_{n}'] = Step(
-        tower, [0] * len(schema.decisions(tower)), True, args)
+        tower, [0] * len(schema.decisions(tower)), True, args, deferred=True)
   tower = op_tower(7)
   steps['op_choices_7_sampled_path_only'] = Step(
       tower, [0] * len(schema.decisions(tower)), True, args,
       sampled_path_only=True)
   for n in (1, 7):
     tower = op_tower(n)
-    steps[f'op_choices_{n}_deferred'] = Step(
-        tower, [0] * len(schema.decisions(tower)), True, args, deferred=True)
+    steps[f'op_choices_{n}_every_step'] = Step(
+        tower, [0] * len(schema.decisions(tower)), True, args)
   # (step name, fetch) pairs; the op towers' parts too.
   timed = [(name, 'step') for name in steps]
   timed += [(f'op_choices_{n}', part) for n in (1, 7)
@@ -260,8 +265,8 @@ def main(argv=None) -> None:
       'sampled_supernet_vs_standalone_ratio':
           ms['supernet_sampled'] / ms['standalone'],
       'op_choices_7_vs_1_ratio': ms['op_choices_7'] / ms['op_choices_1'],
-      'op_choices_7_vs_1_deferred_ratio':
-          ms['op_choices_7_deferred'] / ms['op_choices_1_deferred'],
+      'op_choices_7_vs_1_every_step_ratio':
+          ms['op_choices_7_every_step'] / ms['op_choices_1_every_step'],
       'op_choices_breakdown': breakdown,
       **{f'{name}_ms': value for name, value in ms.items()},
       'space': args.space, 'architecture': architecture.format_indices(

@@ -121,7 +121,7 @@ def _tpu(replicas, **overrides):
     (_tpu(8, supernet_widths='sampled'), 'supernet_widths=sampled cannot run '
      'on TPU: XLA needs static shapes; use masked or auto'),
     (dict(unused_weight_steps='lazy'), "unknown unused_weight_steps 'lazy'; "
-     'valid choices: every_step, deferred'),
+     'valid choices: auto, every_step, deferred'),
     (_tpu(8, unused_weight_steps='deferred', supernet_widths='masked'),
      _DEFERRED),
     (dict(num_replicas=2, unused_weight_steps='deferred'), _DEFERRED),
@@ -171,6 +171,9 @@ def test_each_check_names_its_field_and_value(overrides, message):
     # `mirrored`), unlike a train_eval run (below).
     dict(num_replicas=2),
     dict(unused_weight_steps='deferred'),
+    # 'auto' runs anywhere: every_step where deferring cannot.
+    _tpu(8, unused_weight_steps='auto', supernet_widths='masked'),
+    dict(num_replicas=2, unused_weight_steps='auto'),
     dict(seed=0), dict(seed=config_lib.MAX_SEED),
     dict(cost_model='measured', cost_model_file='/x/latency_model.json'),
 ])

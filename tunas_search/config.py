@@ -46,13 +46,16 @@ SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # TuNAS's optimiser, which steps every weight every step (unused ones move on
 # their momentum); 'deferred' takes an unused weight's missed steps in closed
 # form when it is next used or read, to the same values within float
-# rounding (one replica off TPU). 'every_step' is the default: on this
-# project's CPU deferring made `mobilenet_v3_like_search` steps faster, left
-# `proxylessnas_search` steps about as fast, made the op-choice tower of
-# bench/step_cost.py slower, and starts later (README, Benchmarks). Not
-# changeable on resume: a deferred checkpoint holds weights as of their last
-# use.
-UNUSED_WEIGHT_STEPS = ('every_step', 'deferred')
+# rounding (one replica off TPU); 'auto' is 'deferred' where it can run and
+# 'every_step' elsewhere (TPU, several replicas), as `supernet_widths`
+# computes at the sampled width off TPU. On this project's CPU deferring made
+# 64x64 search steps faster in both default spaces and the op-choice tower
+# of bench/step_cost.py cheaper, and starts as fast (README, Benchmarks).
+# Not changeable on resume: a deferred checkpoint holds weights as of their
+# last use. So config.json records what 'auto' resolved to (`settled`), and
+# 'auto' resuming a run keeps that run's value (runs written before 'auto'
+# existed stepped every weight every step).
+UNUSED_WEIGHT_STEPS = ('auto', 'every_step', 'deferred')
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that
 # are computed from the global step, so the graph, every variable and every
@@ -320,12 +323,13 @@ class SearchConfig(TrainingFields):
       'TuNAS; static shapes) or auto (masked on TPU, else sampled).',
       choices=SUPERNET_WIDTHS)
   unused_weight_steps: str = option(
-      'every_step', 'How RMSProp moves the shared weights a step does not '
-      'use: every_step (as TuNAS: every weight takes a step every step, '
-      'unused ones on their momentum) or deferred (an unused weight takes '
-      'its missed steps in closed form when next used: the same values to '
-      'float rounding, updating only the sampled path; one replica off TPU; '
-      'faster where the unused weights are large, see the README).',
+      'auto', 'How RMSProp moves the shared weights a step does not use: '
+      'every_step (as TuNAS: every weight takes a step every step, unused '
+      'ones on their momentum), deferred (an unused weight takes its missed '
+      'steps in closed form when next used: the same values to float '
+      'rounding, updating only the sampled path; one replica off TPU; '
+      'faster, see the README) or auto (deferred where it can run, else '
+      'every_step; resuming a run keeps its value).',
       choices=UNUSED_WEIGHT_STEPS)
   multi_worker: bool = option(
       False, 'Run as one worker of a search over several hosts, as the '
@@ -352,8 +356,25 @@ class SearchConfig(TrainingFields):
 
   @property
   def defers_unused_weight_steps(self) -> bool:
-    """Whether unused weights' RMSProp steps are deferred."""
+    """Whether unused weights' RMSProp steps are deferred ('auto' resolved)."""
+    if self.unused_weight_steps == 'auto':
+      return _can_defer(self)
     return self.unused_weight_steps == 'deferred'
+
+  def settled(self, old: Optional['SearchConfig'] = None) -> 'SearchConfig':
+    """This config with 'auto' `unused_weight_steps` made concrete.
+
+    What config.json records: the checkpoints' layout depends on it, so a
+    resume must not resolve it anew. Resuming `old` (the model dir's config),
+    'auto' keeps its value; a new run gets 'deferred' where it can run.
+    """
+    if self.unused_weight_steps != 'auto':
+      return self
+    if old is not None and old.unused_weight_steps != 'auto':
+      value = old.unused_weight_steps
+    else:
+      value = 'deferred' if self.defers_unused_weight_steps else 'every_step'
+    return dataclasses.replace(self, unused_weight_steps=value)
 
   @property
   def scaled_rl_learning_rate(self) -> float:
@@ -392,9 +413,11 @@ class SearchConfig(TrainingFields):
   def incompatibilities(self, other: 'SearchConfig') -> Dict[str, Any]:
     """Fields that may not change on resume: name -> (old, new).
 
-    Everything outside RUNTIME_FIELDS and RESUMABLE_FIELDS.
+    Everything outside RUNTIME_FIELDS and RESUMABLE_FIELDS, with 'auto'
+    `unused_weight_steps` as `settled` resolves it against `other`.
     """
-    mine, theirs = dataclasses.asdict(self), dataclasses.asdict(other)
+    mine = dataclasses.asdict(self.settled(other))
+    theirs = dataclasses.asdict(other.settled())
     free = RUNTIME_FIELDS | RESUMABLE_FIELDS
     return {k: (theirs[k], mine[k]) for k in mine
             if k not in free and mine[k] != theirs[k]}
@@ -529,6 +552,15 @@ def _validate_execution(c: Any) -> None:
         f'log_every_steps must be positive, got {c.log_every_steps}')
 
 
+def _can_defer(c: SearchConfig) -> bool:
+  """Whether unused weights' steps can be deferred: one replica off TPU.
+
+  Replicas sampling different architectures average their gradients, so a
+  weight one of them leaves unused still takes a step.
+  """
+  return not c.use_tpu and c.num_replicas == 1 and not c.multi_worker
+
+
 def _validate(c: SearchConfig) -> None:
   """Raises ConfigError naming the first invalid value."""
   # A search mirrors over the local devices off TPU (tpu.make_strategy).
@@ -566,8 +598,7 @@ def _validate(c: SearchConfig) -> None:
   check(c.unused_weight_steps in UNUSED_WEIGHT_STEPS,
         f'unknown unused_weight_steps {c.unused_weight_steps!r}; valid '
         f'choices: {", ".join(UNUSED_WEIGHT_STEPS)}')
-  check(c.unused_weight_steps != 'deferred' or (
-      not c.use_tpu and c.num_replicas == 1 and not c.multi_worker),
+  check(c.unused_weight_steps != 'deferred' or _can_defer(c),
         'unused_weight_steps=deferred needs one replica off TPU (replicas '
         'sampling different architectures share their gradients); use '
         'every_step')
@@ -654,6 +685,20 @@ def _check_resume(config: Any, old: Any, spec_path: str,
       _read(spec_path) != model_spec_json):
     raise ConfigError(f'model dir {config.model_dir} holds a different '
                       'model spec (the search space definition changed)')
+
+
+def settle(config: SearchConfig) -> SearchConfig:
+  """`config.settled` against the config its model dir holds, if any.
+
+  Raises:
+    ConfigError: if the model dir's config.json cannot be read
+      (`load_existing`).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  path = os.path.join(config.model_dir, CONFIG_FILENAME)
+  old = (load_existing(SearchConfig, path) if tf.io.gfile.exists(path)
+         else None)
+  return config.settled(old)
 
 
 def write_or_check(config: Any, model_spec_json: str) -> bool:

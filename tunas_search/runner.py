@@ -203,6 +203,8 @@ def run_search(config: SearchConfig, model_spec: Any,
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
     _check_logits_layout(config.model_dir)
+    # What 'auto' options resolve to in this model dir (config.json).
+    config = config_lib.settle(config)
     lock.acquire()  # Creates a new model dir: the checks have passed.
     resumed = config_lib.write_or_check(
         config, serialization.dumps(model_spec, indent=1))

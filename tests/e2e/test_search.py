@@ -13,6 +13,7 @@ from tests.e2e import tiny
 from tunas_search import controller
 from tunas_search import runner
 from tunas_search import schema
+from tunas_search.supernet import deferred
 
 tf1 = tf.compat.v1
 
@@ -51,6 +52,12 @@ def test_writes_config_spec_and_result(finished_search):
   saved = json.loads(open(os.path.join(config.model_dir,
                                        'search_result.json')).read())
   assert saved['architecture'] == result.architecture
+  # 'auto' is recorded as what it resolved to (one replica on CPU): a resume
+  # must not resolve it anew.
+  assert config.unused_weight_steps == 'auto'
+  stored = json.loads(open(os.path.join(config.model_dir,
+                                        'config.json')).read())
+  assert stored['unused_weight_steps'] == 'deferred'
 
 
 def test_events_hold_every_scalar_and_logit(finished_search):
@@ -135,6 +142,24 @@ def test_interrupted_search_resumes_with_its_state(tmp_path):
   assert result.step == 8
   final = tf.train.load_checkpoint(str(tmp_path))
   assert final.get_tensor('rlcontroller/baseline/count') == 8
+
+
+def test_auto_resumes_an_every_step_run_with_every_step(tmp_path):
+  # A run started with TuNAS's update (or before 'auto' was the default):
+  # its checkpoints hold no deferred state, and rerunning it with 'auto'
+  # must not start deferring halfway.
+  first = tiny.tiny_config(tmp_path, max_steps=6,
+                           unused_weight_steps='every_step')
+  with pytest.raises(KeyboardInterrupt):
+    runner.run_search(first, tiny.tiny_spec(), hooks=[_StopAt(3)])
+  result = runner.run_search(tiny.tiny_config(tmp_path, max_steps=6),
+                             tiny.tiny_spec())
+  assert result.step == 6
+  stored = json.loads((tmp_path / 'config.json').read_text())
+  assert stored['unused_weight_steps'] == 'every_step'
+  names = [n for n, _ in tf.train.list_variables(str(tmp_path))]
+  assert 'global_step' in names
+  assert not [n for n in names if n.startswith(deferred.SCOPE)]
 
 
 def _checkpoint_steps(model_dir):

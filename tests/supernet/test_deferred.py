@@ -182,10 +182,20 @@ def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):
   np.testing.assert_array_equal(out['w'], values['w'])
 
 
-def test_every_step_is_the_default(tmp_path):
+def test_auto_is_the_default_and_defers_only_on_one_replica_off_tpu(
+    tmp_path):
   config = tiny.tiny_config(tmp_path)
-  assert config.unused_weight_steps == 'every_step'
-  assert not config.defers_unused_weight_steps
+  assert config.unused_weight_steps == 'auto'
+  assert config.defers_unused_weight_steps
+  assert config.settled().unused_weight_steps == 'deferred'
+  for overrides in ({'use_tpu': True, 'tpu': 'my-tpu'},
+                    {'num_replicas': 2, 'multi_worker': True},
+                    {'num_replicas': 2}):
+    other = tiny.tiny_config(tmp_path, **overrides)
+    assert not other.defers_unused_weight_steps, overrides
+    assert other.settled().unused_weight_steps == 'every_step', overrides
+  assert not tiny.tiny_config(tmp_path, unused_weight_steps='every_step'
+                              ).defers_unused_weight_steps
   assert tiny.tiny_config(tmp_path, unused_weight_steps='deferred'
                           ).defers_unused_weight_steps
 
@@ -204,5 +214,5 @@ def test_deferred_with_several_replicas_or_on_tpu_is_refused(tmp_path,
 def test_an_unknown_value_is_refused_naming_the_choices(tmp_path):
   with pytest.raises(config_lib.ConfigError,
                      match="unknown unused_weight_steps 'lazy'; valid "
-                     'choices: every_step, deferred'):
+                     'choices: auto, every_step, deferred'):
     tiny.tiny_config(tmp_path, unused_weight_steps='lazy')
