@@ -42,10 +42,10 @@ Keys:
   new_architecture_masked_ratio: the same for the masked form, whose shapes
     never change.
   supernet_update_ms: one RMSProp update (with zero gradients) of variables
-    shaped like all the supernet's weights: what the search step pays,
-    whatever it samples, to keep every weight moving with its momentum as
-    TuNAS's optimiser does; the stand-alone training step updates only the
-    sampled network's weights.
+    shaped like all the supernet's weights: what the every_step search step
+    pays, whatever it samples, to keep every weight moving with its momentum
+    as TuNAS's optimiser does; the stand-alone training step and the
+    deferred search step update only the sampled network's weights.
   <part>_ms: each part timed, in ms (per repeat the median of --steps runs;
     the fastest repeat): search_ms (the search step: sampled widths,
     unused weights' steps deferred), search_masked_ms (the masked form),
