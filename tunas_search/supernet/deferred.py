@@ -168,23 +168,48 @@ class DeferredRMSProp:
     self._dead_names = {n for n in uses.used_once() if n in snapshots}
     self._dead_reads = [snapshots[n] for n in sorted(self._dead_names)]
     self._groups = []  # (used, indices, variables, caught-up signal)
-    start = 0
+    # Each group's indices in `current_to` (a contiguous range) and whether
+    # the step uses it.
+    spans, used = [], []
+    not_zero = {}  # One comparison per op scale, shared by its groups.
+    for scales, group in groups.values():
+      start = spans[-1][-1] + 1 if spans else 0
+      spans.append(np.arange(start, start + len(group)))
+      for s in scales:
+        if s.ref() not in not_zero:
+          not_zero[s.ref()] = tf.not_equal(s, 0)
+      flags = [not_zero[s.ref()] for s in scales]
+      if not flags:
+        used.append(tf.constant(True))
+      elif len(flags) == 1:
+        used.append(flags[0])
+      else:
+        used.append(tf.reduce_any(tf.stack(flags)))
+    # The groups' bookkeeping as vectors: a few ops per step, not a few per
+    # group (graph size and start-up; each group still has its own gates).
+    self._used = tf.stack(used) if used else tf.zeros([0], tf.bool)
+    missed = self._step - tf.gather(
+        self._current_to, np.array([span[0] for span in spans], np.int64))
+    # A group used in consecutive steps (every always-used weight, unless a
+    # step was not finite) has nothing to catch up.
+    needs = tf.unstack(tf.logical_and(self._used, missed > 0),
+                       num=len(spans))
+    factors = [tf.unstack(f, num=len(spans)) for f in idle_factors(
+        tf.cast(missed, tf.float32), momentum, decay)]
     with ops.v1_control_flow():
-      for scales, group in groups.values():
-        indices = tf.range(start, start + len(group))
-        start += len(group)
-        if scales:
-          used = tf.reduce_any(tf.stack([tf.not_equal(s, 0) for s in scales]))
-        else:
-          used = tf.constant(True)
-        caught_up = self._catch_up(used, indices, group)
+      for g, (group_used, span, group) in enumerate(
+          zip(used, spans, [vs for _, vs in groups.values()])):
+        # One constant for the group's catch-up and update.
+        span = tf.constant(span)
+        caught_up = self._catch_up(needs[g], [f[g] for f in factors], span,
+                                   group)
         for var in group:
           read = snapshots.get(_base_name(var.name))
           if read is not None:
             # The read was built with the training pass, before this group
             # existed; it must still see the weight after its catch-up.
             _read_op(read)._add_control_input(caught_up.op)  # pylint: disable=protected-access
-        self._groups.append((used, indices, group, caught_up))
+        self._groups.append((group_used, span, group, caught_up))
 
   def _create_slots(self, var: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:
     """(mean square, momentum), named and initialised as TensorFlow's RMSProp."""
@@ -198,14 +223,15 @@ class DeferredRMSProp:
                              trainable=False)
     return ms, mom
 
-  def _catch_up(self, used: tf.Tensor, indices: tf.Tensor,
-                group: List[tf.Variable]) -> tf.Tensor:
-    """The group's missed steps, taken if it is used and missed any."""
-    missed = self._step - tf.gather(self._current_to, indices[0])
+  def _catch_up(self, needed: tf.Tensor, factors: Sequence[tf.Tensor],
+                indices: tf.Tensor, group: List[tf.Variable]) -> tf.Tensor:
+    """The group's missed steps, taken if `needed` (used and missed some).
+
+    `factors`: `idle_factors` of the group's missed steps.
+    """
+    ms_f, mom_f, shift = factors
 
     def catch_up():
-      ms_f, mom_f, shift = idle_factors(tf.cast(missed, tf.float32),
-                                        self._momentum, self._decay)
       updates = []
       for var in group:
         ms, mom = self._slots[var.ref()]
@@ -217,15 +243,13 @@ class DeferredRMSProp:
       # (gradients not finite), so the missed steps are not taken twice.
       updates.append(self._set_current_to(indices, self._step))
       return updates
-    # A group used in consecutive steps (every always-used weight, unless a
-    # step was not finite) has nothing to catch up.
-    return _when(tf.logical_and(used, missed > 0), catch_up, CATCH_UP)
+    return _when(needed, catch_up, CATCH_UP)
 
   def _set_current_to(self, indices: tf.Tensor,
                       value: tf.Tensor) -> tf.Operation:
+    # A scalar update sets every index.
     return tf1.raw_ops.ResourceScatterUpdate(
-        resource=self._current_to.handle, indices=indices,
-        updates=tf.fill(tf.shape(indices), value))
+        resource=self._current_to.handle, indices=indices, updates=value)
 
   def _apply(self, grad: tf.Tensor, var: tf.Variable) -> tf.Operation:
     ms, mom = self._slots[var.ref()]
@@ -289,19 +313,21 @@ class DeferredRMSProp:
     """
     grads = {v.ref(): g for g, v in grads_and_vars}
     updates = []
+    takes = tf.unstack(tf.logical_and(self._used, finite),
+                       num=len(self._groups))
+    next_step = self._step + 1
     with ops.v1_control_flow():
-      for used, indices, group, caught_up in self._groups:
+      for take, (_, indices, group, caught_up) in zip(takes, self._groups):
         pairs = [(grads[v.ref()], v) for v in group
                  if grads.get(v.ref()) is not None]
 
         def update(pairs=pairs, indices=indices):
           done = [self._apply(g, v) for g, v in pairs]
           with tf.control_dependencies(done):
-            done.append(self._set_current_to(indices, self._step + 1))
+            done.append(self._set_current_to(indices, next_step))
           return done
         with tf.control_dependencies([caught_up]):
-          updates.append(_when(tf.logical_and(used, finite), update,
-                               UPDATE).op)
+          updates.append(_when(take, update, UPDATE).op)
     return tf.group(*updates, name='deferred_rmsprop_update')
 
 
