@@ -49,8 +49,9 @@ SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # rounding (one replica off TPU); 'auto' is 'deferred' where it can run and
 # 'every_step' elsewhere (TPU, several replicas), as `supernet_widths`
 # computes at the sampled width off TPU. On this project's CPU deferring made
-# 64x64 search steps faster in both default spaces and the op-choice tower
-# of bench/step_cost.py cheaper, and starts as fast (README, Benchmarks).
+# search steps faster in both default spaces (17% and 2% at 64x64) and the
+# op-choice tower of bench/step_cost.py cheaper, for a start-up a few seconds
+# longer (README, Benchmarks).
 # Not changeable on resume: a deferred checkpoint holds weights as of their
 # last use. So config.json records what 'auto' resolved to (`settled`), and
 # 'auto' resuming a run keeps that run's value (runs written before 'auto'

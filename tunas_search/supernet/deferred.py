@@ -134,7 +134,6 @@ class DeferredRMSProp:
                snapshots: Mapping[str, tf.Tensor], step: tf.Tensor,
                learning_rate: tf.Tensor, *, decay: float, momentum: float,
                epsilon: float):
-    self._decay, self._momentum = decay, momentum
     self._learning_rate = learning_rate
     # One tensor each, which every update captures (a float argument would
     # be a constant per weight: ~1,000 more graph ops).
@@ -172,9 +171,10 @@ class DeferredRMSProp:
     # the step uses it.
     spans, used = [], []
     not_zero = {}  # One comparison per op scale, shared by its groups.
+    start = 0
     for scales, group in groups.values():
-      start = spans[-1][-1] + 1 if spans else 0
       spans.append(np.arange(start, start + len(group)))
+      start += len(group)
       for s in scales:
         if s.ref() not in not_zero:
           not_zero[s.ref()] = tf.not_equal(s, 0)
@@ -197,10 +197,9 @@ class DeferredRMSProp:
     factors = [tf.unstack(f, num=len(spans)) for f in idle_factors(
         tf.cast(missed, tf.float32), momentum, decay)]
     with ops.v1_control_flow():
-      for g, (group_used, span, group) in enumerate(
-          zip(used, spans, [vs for _, vs in groups.values()])):
+      for g, (_, group) in enumerate(groups.values()):
         # One constant for the group's catch-up and update.
-        span = tf.constant(span)
+        span = tf.constant(spans[g])
         caught_up = self._catch_up(needs[g], [f[g] for f in factors], span,
                                    group)
         for var in group:
@@ -209,7 +208,7 @@ class DeferredRMSProp:
             # The read was built with the training pass, before this group
             # existed; it must still see the weight after its catch-up.
             _read_op(read)._add_control_input(caught_up.op)  # pylint: disable=protected-access
-        self._groups.append((group_used, span, group, caught_up))
+        self._groups.append((used[g], span, group, caught_up))
 
   def _create_slots(self, var: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:
     """(mean square, momentum), named and initialised as TensorFlow's RMSProp."""
