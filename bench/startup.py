@@ -20,15 +20,18 @@ and spaces, which maps each search space to:
     written) and `first_step` (the first run, which includes TensorFlow's
     graph optimisation).
   all_startup_s: startup_s of every repeat, in order.
+  graph_ops: the search graph's op count (logged with the first step).
 """
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+from typing import Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -39,11 +42,15 @@ import search_spaces  # pylint: disable=g-import-not-at-top,wrong-import-positio
 MILESTONES = (('setup', 'Building the search graph'),
               ('graph', 'Saved checkpoint at step 0'),
               ('first_step', 'first step done'))
+# tpu.ProgressHook's first-step line.
+GRAPH_OPS = re.compile(r'a graph of (\d+) ops')
 DEFAULT_SPACES = ('proxylessnas_search', 'mobilenet_v3_like_search')
 
 
-def measure(space: str, timeout_s: float, extra_flags=()) -> dict:
-  """Phase times of one start of `bin/search.py` on `space`."""
+def measure(space: str, timeout_s: float,
+            extra_flags=()) -> Tuple[dict, Optional[int]]:
+  """Phase times of one start of `bin/search.py` on `space`, and its graph's
+  op count (None if the log did not give it)."""
   target = search_spaces.get(space).default_cost_target
   with tempfile.TemporaryDirectory() as model_dir:
     command = [sys.executable, os.path.join(ROOT, 'bin', 'search.py'),
@@ -56,12 +63,15 @@ def measure(space: str, timeout_s: float, extra_flags=()) -> dict:
     process = subprocess.Popen(command, stderr=subprocess.PIPE,
                                stdout=subprocess.DEVNULL, text=True, env=env,
                                cwd=ROOT)
-    phases = {}
+    phases, graph_ops = {}, None
     try:
       for line in process.stderr:
         for name, marker in MILESTONES:
           if name not in phases and marker in line:
             phases[name] = round(time.perf_counter() - start, 2)
+        ops = GRAPH_OPS.search(line)
+        if ops:
+          graph_ops = int(ops.group(1))
         if 'first_step' in phases or time.perf_counter() - start > timeout_s:
           break
     finally:
@@ -70,7 +80,7 @@ def measure(space: str, timeout_s: float, extra_flags=()) -> dict:
   if 'first_step' not in phases:
     raise RuntimeError(f'{space}: no first step within {timeout_s} s; '
                        f'reached {phases}')
-  return phases
+  return phases, graph_ops
 
 
 def main(argv=None) -> None:
@@ -86,11 +96,13 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   results = {}
   for space in args.search_space or DEFAULT_SPACES:
-    runs = [measure(space, args.timeout_s, args.search_flag)
-            for _ in range(args.repeats)]
+    measured = [measure(space, args.timeout_s, args.search_flag)
+                for _ in range(args.repeats)]
+    runs = [phases for phases, _ in measured]
     best = min(runs, key=lambda r: r['first_step'])
     results[space] = {'startup_s': best['first_step'], 'phases_s': best,
-                      'all_startup_s': [r['first_step'] for r in runs]}
+                      'all_startup_s': [r['first_step'] for r in runs],
+                      'graph_ops': measured[0][1]}
   print(json.dumps({'benchmark': 'startup', 'cores': os.cpu_count(),
                     'search_flags': args.search_flag, 'spaces': results},
                    indent=2))

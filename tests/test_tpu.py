@@ -171,6 +171,21 @@ def test_progress_hook_logs_first_step_then_rates_and_eta(monkeypatch):
       'search step 4/10 (40.0%): 0.50 steps/s, 4.0 images/s, ETA 0m12s']
 
 
+def test_progress_hook_reports_the_graph_size_with_the_first_step(
+    monkeypatch):
+  logged = []
+  monkeypatch.setattr(tpu.logging, 'info',
+                      lambda fmt, *args: logged.append(fmt % args))
+  with tf.Graph().as_default() as graph:
+    tf1.train.create_global_step()
+    tf.constant(1.0) + tf.constant(2.0)  # pylint: disable=expression-not-assigned
+    hook = tpu.ProgressHook(total_steps=10, batch_size=8, every_n_steps=2)
+    hook.begin()
+    ops = len(graph.get_operations())
+  hook.after_run(None, _RunValues(0))
+  assert logged == [f'search: first step done (step 1; a graph of {ops} ops)']
+
+
 def test_session_config_on_a_cpu_host_drops_gpu_only_rewrites():
   from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import,g-import-not-at-top
   rewriter = rewriter_config_pb2.RewriterConfig

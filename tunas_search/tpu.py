@@ -456,9 +456,12 @@ class ProgressHook(tf1.train.SessionRunHook):
     self._label = label
     self._last: Optional[Tuple[float, int]] = None
     self._last_logged = -1
+    self._graph_ops: Optional[int] = None
 
   def begin(self):
     self._step = tf1.train.get_global_step()
+    # The graph's size drives start-up (building, Grappler, the first run).
+    self._graph_ops = len(tf1.get_default_graph().get_operations())
 
   def before_run(self, run_context):
     return tf1.train.SessionRunArgs(self._step)
@@ -468,7 +471,11 @@ class ProgressHook(tf1.train.SessionRunHook):
     now = time.time()
     if self._last is None:
       # The first run pays for graph optimisation; rates start after it.
-      logging.info('%s: first step done (step %d)', self._label, step)
+      if self._graph_ops is None:
+        logging.info('%s: first step done (step %d)', self._label, step)
+      else:
+        logging.info('%s: first step done (step %d; a graph of %d ops)',
+                     self._label, step, self._graph_ops)
       self._last = (now, step)
       return
     if step - self._last_logged < self._every and step < self._total:

@@ -1,5 +1,6 @@
 """Dead gradients of unused weights: values, deadness, and a search step."""
 
+import contextlib
 import os
 import sys
 
@@ -107,6 +108,60 @@ def test_route_and_or_zero():
       assert sess.run(loss, {pred: False}) == 0.0
       np.testing.assert_allclose(sess.run(grad, {pred: True}), 2 * VALUE)
       assert _is_dead(sess, grad, {pred: False})
+
+
+@pytest.mark.parametrize('num_inputs', [2, 3, 4])
+def test_merge_gradient_is_tensorflows_with_fewer_ops(num_inputs):
+  # A context-free Merge of routed copies of x, exactly one live: each
+  # input's gradient is the Merge's where it was the live input and dead
+  # elsewhere, as TensorFlow's gradient gives, from one Switch per input
+  # after the first and no constant per input.
+  with tf.Graph().as_default() as graph:
+    x = tf1.placeholder_with_default(VALUE, [3])
+    live = tf1.placeholder(tf.int32, [])
+    inputs = [tf.raw_ops.Switch(data=x * float(i + 1),
+                                pred=tf.equal(live, i))[1]
+              for i in range(num_inputs)]
+    merged = {}
+    for form in ('tensorflow', 'merges'):
+      with contextlib.ExitStack() as stack:
+        if form == 'merges':
+          stack.enter_context(dead_gradients.merges())
+        merged[form] = tf.raw_ops.Merge(inputs=inputs).output
+    grads, built = {}, {}
+    for form, out in merged.items():
+      before = len(graph.get_operations())
+      grads[form] = tf.gradients(tf.reduce_sum(out * out), inputs)
+      built[form] = graph.get_operations()[before:]
+    switches = [op for op in built['merges'] if op.type == 'Switch']
+    assert len(switches) == num_inputs - 1
+    assert len(built['merges']) < len(built['tensorflow'])
+    with tf1.Session() as sess:
+      for i in range(num_inputs):
+        for want, got, j in zip(grads['tensorflow'], grads['merges'],
+                                range(num_inputs)):
+          if j == i:
+            np.testing.assert_allclose(sess.run(got, {live: i}),
+                                       sess.run(want, {live: i}))
+            np.testing.assert_allclose(sess.run(got, {live: i}),
+                                       2 * (i + 1) * VALUE)
+          else:
+            assert _is_dead(sess, want, {live: i})
+            assert _is_dead(sess, got, {live: i})
+
+
+def test_merge_gradient_in_a_cond_is_tensorflows():
+  # A cond's own Merge (built in a cond context) keeps TensorFlow's
+  # gradient, which routes by the cond's predicate.
+  with tf.Graph().as_default():
+    x = tf1.placeholder_with_default(VALUE, [3])
+    pred = tf1.placeholder(tf.bool, [])
+    with ops.v1_control_flow(), dead_gradients.merges():
+      y = tf.cond(pred, lambda: 2.0 * x, lambda: 3.0 * x)
+    grad, = tf.gradients(tf.reduce_sum(y), [x])
+    with tf1.Session() as sess:
+      np.testing.assert_allclose(sess.run(grad, {pred: True}), [2.0] * 3)
+      np.testing.assert_allclose(sess.run(grad, {pred: False}), [3.0] * 3)
 
 
 def _zero_gradient_fills(tmp_path, mode: str, steps: int = 3) -> int:

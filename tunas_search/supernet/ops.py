@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import weights
 
 # docs/method.md section 2: BN epsilon 0.001 and stand-alone momentum 0.99.
@@ -380,7 +381,8 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
   def context_free(fn, *args):
     graph._set_control_flow_context(None)  # pylint: disable=protected-access
     try:
-      return fn(*args)
+      with dead_gradients.merges():
+        return fn(*args)
     finally:
       graph._set_control_flow_context(outer)  # pylint: disable=protected-access
 
