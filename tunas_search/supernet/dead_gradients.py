@@ -25,6 +25,10 @@ a weight with exactly one use inside a choice may be given one
 (`weights.WeightUses.used_once`). Whatever must run every step, e.g. the
 finite check and the gradient-sync barrier, reads `or_zero` of a per-group
 scalar instead of the gradients themselves.
+
+Merges built outside any cond inside `merges()` (the op switches' routing,
+`or_zero`) take `_merge_grad`, a smaller graph for TensorFlow's Merge
+gradient, in every form.
 """
 
 import contextlib
@@ -116,7 +120,7 @@ def route(x: tf.Tensor, pred: tf.Tensor) -> tf.Tensor:
 # `_merge_grad`: TensorFlow's gradient of such a Merge compares its
 # value_index with each input's index (a Const, an Equal and a Switch per
 # input); `_merge_grad` splits the gradient by value_index with one Switch
-# per input after the first (~1,500 fewer graph ops in
+# per input after the first (~1,400 fewer graph ops in
 # `mobilenet_v3_like_search`). Same values, same dead outputs.
 MERGE_GRADIENT = 'TunasMerge'
 

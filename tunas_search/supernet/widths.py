@@ -104,6 +104,27 @@ def map_widths(width: Width, fn: Callable[[int], int]) -> Width:
                       sampled=width.size is not None)
 
 
+# The gradient of `narrow`'s slices. TensorFlow's Slice gradient computes
+# the padding from the input's rank and shape and the begin at run time
+# (~12 ops per slice, ~400 slices in `mobilenet_v3_like_search`); a narrow
+# slice begins at 0 and has a static input shape, so its padding is
+# [0, full - size] on each axis, and slices of one size share it.
+NARROW_GRADIENT = 'TunasNarrow'
+# graph -> {(key, id of the control-flow context built in): tensor}: the
+# size vectors of `narrow`'s slices and their gradients' paddings.
+_SHARED = weakref.WeakKeyDictionary()
+
+
+def _shared(key: Tuple[Any, ...], make: Callable[[], tf.Tensor]) -> tf.Tensor:
+  """`make()`, built once per graph, key and control-flow context."""
+  graph = tf.compat.v1.get_default_graph()
+  cache = _SHARED.setdefault(graph, {})
+  key = (key, id(graph._get_control_flow_context()))  # pylint: disable=protected-access
+  if key not in cache:
+    cache[key] = make()
+  return cache[key]
+
+
 def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
   """`value` cut to the sampled size of each axis given a sampled width.
 
@@ -122,47 +143,28 @@ def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
     return value
   value = tf.convert_to_tensor(value)
   full = value.shape.as_list()
-  graph = tf.compat.v1.get_default_graph()
   # Every axis's size is given (the full one where nothing is sampled, not
   # -1), so that the gradient's padding is `full - size`; slices of one
   # size (a BN's gamma and beta) share it, and so their padding.
-  key = (tuple(n if s is None else s.name for n, s in zip(full, sizes)),
-         id(graph._get_control_flow_context()))  # pylint: disable=protected-access
-  cache = _SIZES.setdefault(graph, {})
-  if key not in cache:
-    cache[key] = tf.stack([tf.constant(n) if s is None else s
-                           for n, s in zip(full, sizes)])
-  size = cache[key]
+  size = _shared(
+      ('size',) + tuple(n if s is None else s.name
+                        for n, s in zip(full, sizes)),
+      lambda: tf.stack([tf.constant(n) if s is None else s
+                        for n, s in zip(full, sizes)]))
+  graph = tf.compat.v1.get_default_graph()
   with graph.gradient_override_map({'Slice': NARROW_GRADIENT}):
     return tf.slice(value, [0] * len(sizes), size)
-
-
-# The gradient of `narrow`'s slices. TensorFlow's Slice gradient computes
-# the padding from the input's rank and shape and the begin at run time
-# (~12 ops per slice, ~400 slices in `mobilenet_v3_like_search`); a narrow
-# slice begins at 0 and has a static input shape, so its padding is
-# [0, full - size] on each axis, and slices of one size share it.
-NARROW_GRADIENT = 'TunasNarrow'
-# graph -> {(size tensor name, id of the context built in): paddings}.
-_PADDINGS = weakref.WeakKeyDictionary()
-# graph -> {(each axis's size or its size tensor's name, context id): the
-# size vector of `narrow`'s slices}.
-_SIZES = weakref.WeakKeyDictionary()
 
 
 @tf.RegisterGradient(NARROW_GRADIENT)
 def _narrow_grad(op, grad):
   """The slice's gradient zero-padded to the sliced tensor's shape."""
   size = op.inputs[2]
-  # Shared only where built in the same control-flow context.
-  context = op.graph._get_control_flow_context()  # pylint: disable=protected-access
-  cache = _PADDINGS.setdefault(op.graph, {})
-  key = (size.name, id(context))
-  if key not in cache:
-    full = op.inputs[0].shape.as_list()
-    after = tf.constant(full, size.dtype) - size
-    cache[key] = tf.stack([tf.zeros([len(full)], size.dtype), after], axis=1)
-  return tf.pad(grad, cache[key]), None, None
+  full = op.inputs[0].shape.as_list()
+  paddings = _shared(('padding', size.name, tuple(full)), lambda: tf.stack(
+      [tf.zeros([len(full)], size.dtype),
+       tf.constant(full, size.dtype) - size], axis=1))
+  return tf.pad(grad, paddings), None, None
 
 
 def selected_index(oneof: OneOf, path: str) -> Optional[int]:
