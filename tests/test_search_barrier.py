@@ -38,8 +38,13 @@ def _ancestors(op: tf.Operation) -> set:
 
 
 def _updates(graph: tf.Graph):
+  """The RMSProp updates: the ops, or calls of a function that applies them
+  (the deferred form's group updates)."""
+  applying = {f.signature.name
+              for f in graph.as_graph_def().library.function
+              if any(n.op == 'ResourceApplyRMSProp' for n in f.node_def)}
   return [op for op in graph.get_operations()
-          if op.type == 'ResourceApplyRMSProp']
+          if op.type == 'ResourceApplyRMSProp' or op.type in applying]
 
 
 @pytest.mark.parametrize('for_xla', [False, True], ids=['cpu', 'xla'])

@@ -6,6 +6,8 @@ weights"): the closed form of k zero-gradient steps against the kernel
 itself, and a whole search run in both forms, step by step.
 """
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -14,6 +16,7 @@ from tests import test_search_barrier
 from tests.e2e import tiny
 from tunas_search import config as config_lib
 from tunas_search import search
+from tunas_search import supernet as supernet_lib
 from tunas_search.supernet import deferred
 
 tf1 = tf.compat.v1
@@ -162,13 +165,70 @@ def test_reads_and_updates_of_deferred_weights_wait_for_their_catch_up(
     waits = [c.name for c in op.control_inputs]
     assert any(n.startswith(deferred.CATCH_UP) for n in waits), (op.name,
                                                                   waits)
-  updates = [op for op in graph.get_operations()
-             if op.type == 'ResourceApplyRMSProp'
-             and op.name.startswith(deferred.UPDATE)]
+  # Each group's update: a call of a function that applies RMSProp.
+  updates = [op for op in test_search_barrier._updates(graph)  # pylint: disable=protected-access
+             if op.name.startswith(deferred.UPDATE)]
   assert updates
   for op in updates:
     waits = test_search_barrier._ancestors(op)  # pylint: disable=protected-access
     assert any(n.startswith(deferred.CATCH_UP) for n in waits)
+
+
+def test_a_step_runs_the_catch_up_and_update_of_the_groups_it_uses_alone():
+  # Two groups of two weights (one op choice each) and one weight that every
+  # architecture uses.
+  with tf.Graph().as_default() as graph:
+    scales = [tf1.placeholder(tf.float32, []) for _ in range(2)]
+    uses = supernet_lib.WeightUses()
+    variables, snapshots, loss = [], {}, 0.0
+    for name, scale in (('a0', scales[0]), ('a1', scales[0]),
+                        ('b0', scales[1]), ('b1', scales[1]), ('c', None)):
+      var = tf1.get_variable(name, initializer=np.ones(3, np.float32))
+      uses.add(name, scale)
+      snapshots[name] = var.read_value()
+      variables.append(var)
+      term = tf.reduce_sum(snapshots[name] ** 2)
+      loss += term if scale is None else scale * term
+    step = tf1.train.get_or_create_global_step()
+    optimizer = deferred.DeferredRMSProp(
+        variables, uses, snapshots, step.read_value(), tf.constant(0.1),
+        decay=DECAY, momentum=MOMENTUM, epsilon=1.0)
+    grads = optimizer.gradients(loss, variables)
+    with tf.control_dependencies([optimizer.apply_gradients(
+        list(zip(grads, variables)), tf.constant(True))]):
+      train_op = step.assign_add(1)
+    library = graph.as_graph_def().library.function
+    calls = {op.name: op.type for op in graph.get_operations()
+             if op.type in {f.signature.name for f in library}}
+    # One function per body and group size (2 and 1), shared by both
+    # choices' groups.
+    assert len(library) == 4, [f.signature.name for f in library]
+
+    def ran(sess, a, b):
+      metadata = tf1.RunMetadata()
+      sess.run(train_op, {scales[0]: a, scales[1]: b},
+               options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
+               run_metadata=metadata)
+      # (function without its hash, name scope without its number)
+      return sorted(calls[n.node_name].rsplit('_', 1)[0] + ' ' +
+                    re.sub(r'_\d+$', '', n.node_name.split('/')[0])
+                    for dev in metadata.step_stats.dev_stats
+                    for n in dev.node_stats if n.node_name in calls)
+
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      # Only choice a: its group and the common weight are updated.
+      assert ran(sess, 1.0, 0.0) == ['update_body_1 deferred_update',
+                                     'update_body_2 deferred_update']
+      # Then only choice b, which missed one step: its catch-up runs first.
+      assert ran(sess, 0.0, 1.0) == ['catch_up_body_2 catch_up',
+                                     'update_body_1 deferred_update',
+                                     'update_body_2 deferred_update']
+      values = sess.run(variables)
+  # The common weight took two steps; each choice's weights one step and
+  # (b, after its catch-up) its missed one, a's are not yet caught up.
+  for value in values:
+    assert np.all(value < 1.0)
 
 
 def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):

@@ -19,10 +19,14 @@ uses it, before its weights are read. The weights then hold the same values
 as under TuNAS's optimiser, to float rounding, while a step costs the update
 of the sampled path only (docs/method.md, "Deferred steps of unused weights").
 
-The catch-up and the update of each group are dense ops that run only when
-the group is used (`_when`), and the gradients of a weight used once, inside
-a choice, are dead in a step that does not use it (`gradients`,
-`dead_gradients`): nothing of an unused weight's backward pass runs. Row-indexed
+The catch-up and the update of each group run only when the group is used
+(`_when`), and the gradients of a weight used once, inside a choice, are dead
+in a step that does not use it (`gradients`, `dead_gradients`): nothing of an
+unused weight's backward pass runs. Each group's catch-up and update is one
+call of a graph function (`_GroupSteps`): TensorFlow's executor visits every
+node of a step, dead ones too, and a group's steps written out are ~8 nodes
+per weight (the step of `bench/step_cost.py`'s 7-choice op tower has 8,926
+nodes written out, 5,799 with the calls). Row-indexed
 ops given every row or none (scatters, TensorFlow's sparse RMSProp) started
 ~3 s sooner for `proxylessnas_search`, but a gather or scatter switches a
 resource variable to copy-on-read, so every later read copies it: the
@@ -39,6 +43,9 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+# Graph functions of TF1 graphs: `tf.function` traces a heavier FuncGraph,
+# and a call it builds may be inlined into the step (its nodes visited again).
+from tensorflow.python.framework import function as graph_function  # pylint: disable=g-direct-tensorflow-import
 
 from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
@@ -106,6 +113,70 @@ def _when(pred: tf.Tensor, make_ops: Callable[[], List[tf.Operation]],
     return tf.raw_ops.Merge(inputs=[ran, skip]).output
 
 
+def _catch_up_body(num_weights: int, ms_factor: tf.Tensor,
+                   mom_factor: tf.Tensor, shift: tf.Tensor,
+                   *handles: tf.Tensor) -> List[tf.Operation]:
+  """Missed zero-gradient steps of (weight, ms, mom) handle triples."""
+  done = []
+  for i in range(num_weights):
+    var, ms, mom = handles[3 * i:3 * i + 3]
+    m = tf.raw_ops.ReadVariableOp(resource=mom, dtype=tf.float32)
+    s = tf.raw_ops.ReadVariableOp(resource=ms, dtype=tf.float32)
+    done += [tf.raw_ops.AssignSubVariableOp(resource=var, value=m * shift),
+             tf.raw_ops.AssignVariableOp(resource=mom, value=m * mom_factor),
+             tf.raw_ops.AssignVariableOp(resource=ms, value=s * ms_factor)]
+  return done
+
+
+def _update_body(num_weights: int, learning_rate: tf.Tensor, rho: tf.Tensor,
+                 momentum: tf.Tensor, epsilon: tf.Tensor,
+                 *grads_and_handles: tf.Tensor) -> List[tf.Operation]:
+  """RMSProp steps: the gradients, then (weight, ms, mom) handle triples."""
+  grads = grads_and_handles[:num_weights]
+  handles = grads_and_handles[num_weights:]
+  return [tf.raw_ops.ResourceApplyRMSProp(
+      var=handles[3 * i], ms=handles[3 * i + 1], mom=handles[3 * i + 2],
+      lr=learning_rate, rho=rho, momentum=momentum, epsilon=epsilon,
+      grad=grad) for i, grad in enumerate(grads)]
+
+
+class _GroupSteps:
+  """A group's catch-up or update as one call of a graph function.
+
+  In a step that does not use the group, the call is one dead node where
+  the ops written out would be ~8 per weight. The handles are arguments, not
+  baked into the body, so groups of one size share a function (start-up:
+  a few functions instead of one per group) and TensorFlow places each call
+  with the weights it updates. Not inlined: inlined, the body's nodes would
+  be visited in every step again.
+  """
+
+  def __init__(self):
+    self._functions = {}
+
+  def __call__(self, body: Callable[..., List[tf.Operation]],
+               values: Sequence[tf.Tensor],
+               handles: Sequence[tf.Tensor]) -> tf.Operation:
+    """Calls `body(num_weights, *values, *handles)`.
+
+    `values` are float32 tensors (factors, hyperparameters, gradients), and
+    `handles` the (weight, ms, mom) triples of `num_weights` weights.
+    """
+    num_weights = len(handles) // 3
+    key = (body, len(values), num_weights)
+    if key not in self._functions:
+      def function(*args):
+        with tf.control_dependencies(body(num_weights, *args)):
+          return tf.constant(True)  # A function returns something.
+      # The function's name in the graph (and the call's op type), with a
+      # hash of its definition.
+      function.__name__ = f'{body.__name__.strip("_")}_{num_weights}'
+      types = [tf.float32] * len(values) + [tf.resource] * len(handles)
+      self._functions[key] = graph_function.Defun(
+          *types, noinline=True)(function)
+    return self._functions[key](*values, *handles).op
+
+
 class DeferredRMSProp:
   """TuNAS's RMSProp with the steps of unused weights taken when next used.
 
@@ -141,6 +212,7 @@ class DeferredRMSProp:
                    for x in (decay, momentum, epsilon)]
     self._step = tf.cast(step, tf.int64)
     self._slots = {}
+    self._steps = _GroupSteps()
     # Groups of weights used by the same op choices, in first-use order; the
     # weights used by every architecture form the group keyed ().
     groups: Dict[Tuple[str, ...], Tuple[List[tf.Tensor], List[tf.Variable]]] = {}
@@ -228,35 +300,27 @@ class DeferredRMSProp:
 
     `factors`: `idle_factors` of the group's missed steps.
     """
-    ms_f, mom_f, shift = factors
-
     def catch_up():
-      updates = []
-      for var in group:
-        ms, mom = self._slots[var.ref()]
-        m = mom.value()
-        updates += [var.assign_sub(m * shift, read_value=False),
-                    mom.assign(m * mom_f, read_value=False),
-                    ms.assign(ms.value() * ms_f, read_value=False)]
-      # Current to this step now, also if this step's update is skipped
-      # (gradients not finite), so the missed steps are not taken twice.
-      updates.append(self._set_current_to(indices, self._step))
-      return updates
+      return [self._steps(_catch_up_body, factors, self._handles(group)),
+              # Current to this step now, also if this step's update is
+              # skipped (gradients not finite), so the missed steps are not
+              # taken twice.
+              self._set_current_to(indices, self._step)]
     return _when(needed, catch_up, CATCH_UP)
+
+  def _handles(self, group: Sequence[tf.Variable]) -> List[tf.Tensor]:
+    """(weight, ms, mom) handles of each weight, in order."""
+    handles = []
+    for var in group:
+      ms, mom = self._slots[var.ref()]
+      handles += [var.handle, ms.handle, mom.handle]
+    return handles
 
   def _set_current_to(self, indices: tf.Tensor,
                       value: tf.Tensor) -> tf.Operation:
     # A scalar update sets every index.
     return tf1.raw_ops.ResourceScatterUpdate(
         resource=self._current_to.handle, indices=indices, updates=value)
-
-  def _apply(self, grad: tf.Tensor, var: tf.Variable) -> tf.Operation:
-    ms, mom = self._slots[var.ref()]
-    rho, momentum, epsilon = self._hyper
-    return tf1.raw_ops.ResourceApplyRMSProp(
-        var=var.handle, ms=ms.handle, mom=mom.handle,
-        lr=self._learning_rate, rho=rho, momentum=momentum, epsilon=epsilon,
-        grad=grad)
 
   def gradients(self, loss: tf.Tensor,
                 variables: Sequence[tf.Variable]) -> List[Optional[tf.Tensor]]:
@@ -315,13 +379,16 @@ class DeferredRMSProp:
     takes = tf.unstack(tf.logical_and(self._used, finite),
                        num=len(self._groups))
     next_step = self._step + 1
+    learning_rate = tf.convert_to_tensor(self._learning_rate, tf.float32)
     with ops.v1_control_flow():
       for take, (_, indices, group, caught_up) in zip(takes, self._groups):
         pairs = [(grads[v.ref()], v) for v in group
                  if grads.get(v.ref()) is not None]
 
         def update(pairs=pairs, indices=indices):
-          done = [self._apply(g, v) for g, v in pairs]
+          values = [learning_rate, *self._hyper] + [g for g, _ in pairs]
+          done = [self._steps(_update_body, values,
+                              self._handles([v for _, v in pairs]))]
           with tf.control_dependencies(done):
             done.append(self._set_current_to(indices, next_step))
           return done
