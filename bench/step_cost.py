@@ -44,15 +44,21 @@ Keys (times in ms per step, each config's fastest round):
     op_choices_7_every_step_ms (every weight updated every step);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
-    rounds.
+    rounds, op_towers_only.
 The supernets' masks are fed, as the search's sampled masks are computed:
 constant masks would let Grappler fold the conds and the growth would look
 smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
 against ~1.38 fed, 28x28, batch 64).
 Every network is built in its own graph in this process; measurements are
 interleaved over several rounds and each config keeps its fastest round.
+With --op_towers_only it builds and times only the four towers of the two
+op ratios (1 and 7 choices, deferred and every step) and prints those keys
+and the settings: a run of ~40 s, to be repeated. The ratio moves between
+processes more than between rounds of one (at 28x28, batch 64 it read
+1.02-1.14 in four full runs of one commit, 2026-11-25).
 
   python bench/step_cost.py --image_size 64 --batch 32 --steps 10
+  python bench/step_cost.py --image_size 28 --batch 64 --op_towers_only
 """
 
 import argparse
@@ -209,6 +215,8 @@ def main(argv=None) -> None:
                       help='steps per timed round')
   parser.add_argument('--rounds', type=int, default=4,
                       help='interleaved rounds; the fastest one counts')
+  parser.add_argument('--op_towers_only', action='store_true',
+                      help='only the op-choice towers of the two op ratios')
   parser.add_argument('--space', default='proxylessnas_search',
                       choices=search_spaces.names())
   parser.add_argument('--seed', type=int, default=0)
@@ -218,61 +226,70 @@ def main(argv=None) -> None:
   space = search_spaces.get(args.space)
   spec = space.spec()
   indices = architecture.random_indices(spec, np.random.default_rng(args.seed))
-  steps = {
-      'supernet': Step(spec, indices, True, args, deferred=True),
-      'supernet_sampled': Step(spec, indices, True, args, 'sampled',
-                               deferred=True),
-      'standalone_widest': Step(spec, widest_filters(spec, indices), False,
-                                args),
-      'standalone': Step(spec, indices, False, args),
-  }
-  for n in (1, 3, 7):
+  full = not args.op_towers_only
+  steps = {}
+  if full:
+    steps.update({
+        'supernet': Step(spec, indices, True, args, deferred=True),
+        'supernet_sampled': Step(spec, indices, True, args, 'sampled',
+                                 deferred=True),
+        'standalone_widest': Step(spec, widest_filters(spec, indices), False,
+                                  args),
+        'standalone': Step(spec, indices, False, args),
+    })
+  for n in (1, 3, 7) if full else (1, 7):
     tower = op_tower(n)
     steps[f'op_choices_{n}'] = Step(
         tower, [0] * len(schema.decisions(tower)), True, args, deferred=True)
-  tower = op_tower(7)
-  steps['op_choices_7_sampled_path_only'] = Step(
-      tower, [0] * len(schema.decisions(tower)), True, args,
-      sampled_path_only=True)
+  if full:
+    tower = op_tower(7)
+    steps['op_choices_7_sampled_path_only'] = Step(
+        tower, [0] * len(schema.decisions(tower)), True, args,
+        sampled_path_only=True)
   for n in (1, 7):
     tower = op_tower(n)
     steps[f'op_choices_{n}_every_step'] = Step(
         tower, [0] * len(schema.decisions(tower)), True, args)
   # (step name, fetch) pairs; the op towers' parts too.
   timed = [(name, 'step') for name in steps]
-  timed += [(f'op_choices_{n}', part) for n in (1, 7)
-            for part in ('forward', 'gradients')]
+  if full:
+    timed += [(f'op_choices_{n}', part) for n in (1, 7)
+              for part in ('forward', 'gradients')]
   best: Dict[tuple, float] = {key: float('inf') for key in timed}
   for _ in range(args.rounds):
     for name, fetch in timed:
       best[name, fetch] = min(best[name, fetch],
                               steps[name].time_ms(args.steps, fetch))
-  breakdown = {}
-  for n in (1, 7):
-    name = f'op_choices_{n}'
-    forward, gradients = best[name, 'forward'], best[name, 'gradients']
-    breakdown[str(n)] = {
-        'forward_ms': round(forward, 2),
-        'backward_ms': round(gradients - forward, 2),
-        'update_ms': round(best[name, 'step'] - gradients, 2),
-        'graph_ops': steps[name].num_ops}
   ms = {name: best[name, 'step'] for name in steps}
-  breakdown['7']['unselected_weights_ms'] = round(
-      ms['op_choices_7'] - ms['op_choices_7_sampled_path_only'], 2)
   result = {
-      'supernet_vs_standalone_ratio':
-          ms['supernet'] / ms['standalone_widest'],
-      'sampled_supernet_vs_standalone_ratio':
-          ms['supernet_sampled'] / ms['standalone'],
       'op_choices_7_vs_1_ratio': ms['op_choices_7'] / ms['op_choices_1'],
       'op_choices_7_vs_1_every_step_ratio':
           ms['op_choices_7_every_step'] / ms['op_choices_1_every_step'],
-      'op_choices_breakdown': breakdown,
       **{f'{name}_ms': value for name, value in ms.items()},
-      'space': args.space, 'architecture': architecture.format_indices(
-          indices), 'image_size': args.image_size, 'batch': args.batch,
+      'image_size': args.image_size, 'batch': args.batch,
       'steps': args.steps, 'rounds': args.rounds,
+      'op_towers_only': args.op_towers_only,
   }
+  if full:
+    breakdown = {}
+    for n in (1, 7):
+      name = f'op_choices_{n}'
+      forward, gradients = best[name, 'forward'], best[name, 'gradients']
+      breakdown[str(n)] = {
+          'forward_ms': round(forward, 2),
+          'backward_ms': round(gradients - forward, 2),
+          'update_ms': round(best[name, 'step'] - gradients, 2),
+          'graph_ops': steps[name].num_ops}
+    breakdown['7']['unselected_weights_ms'] = round(
+        ms['op_choices_7'] - ms['op_choices_7_sampled_path_only'], 2)
+    result.update({
+        'supernet_vs_standalone_ratio':
+            ms['supernet'] / ms['standalone_widest'],
+        'sampled_supernet_vs_standalone_ratio':
+            ms['supernet_sampled'] / ms['standalone'],
+        'op_choices_breakdown': breakdown,
+        'space': args.space,
+        'architecture': architecture.format_indices(indices)})
   print(json.dumps(result, indent=1, sort_keys=True))
 
 
