@@ -220,15 +220,22 @@ def test_a_step_runs_the_catch_up_and_update_of_the_groups_it_uses_alone():
       # Only choice a: its group and the common weight are updated.
       assert ran(sess, 1.0, 0.0) == ['update_body_1 deferred_update',
                                      'update_body_2 deferred_update']
+      first = dict(zip('a0 a1 b0 b1 c'.split(), sess.run(variables)))
       # Then only choice b, which missed one step: its catch-up runs first.
       assert ran(sess, 0.0, 1.0) == ['catch_up_body_2 catch_up',
                                      'update_body_1 deferred_update',
                                      'update_body_2 deferred_update']
-      values = sess.run(variables)
-  # The common weight took two steps; each choice's weights one step and
-  # (b, after its catch-up) its missed one, a's are not yet caught up.
-  for value in values:
-    assert np.all(value < 1.0)
+      second = dict(zip('a0 a1 b0 b1 c'.split(), sess.run(variables)))
+  # Each call moved exactly its weights: b stood still in step 1, a (whose
+  # missed step waits for its next use) in step 2, c moved in both.
+  for name in ('a0', 'a1', 'c'):
+    assert np.all(first[name] < 1.0), (name, first[name])
+  for name in ('b0', 'b1'):
+    np.testing.assert_array_equal(first[name], np.ones(3, np.float32))
+    assert np.all(second[name] < 1.0), (name, second[name])
+  for name in ('a0', 'a1'):
+    np.testing.assert_array_equal(second[name], first[name])
+  assert np.all(second['c'] < first['c'])
 
 
 def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):

@@ -43,8 +43,8 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-# Graph functions of TF1 graphs: `tf.function` traces a heavier FuncGraph,
-# and a call it builds may be inlined into the step (its nodes visited again).
+# TF1's graph functions (`Defun`), which can be kept from being inlined
+# (`_GroupSteps`).
 from tensorflow.python.framework import function as graph_function  # pylint: disable=g-direct-tensorflow-import
 
 from tunas_search.supernet import dead_gradients
@@ -163,7 +163,7 @@ class _GroupSteps:
     `handles` the (weight, ms, mom) triples of `num_weights` weights.
     """
     num_weights = len(handles) // 3
-    key = (body, len(values), num_weights)
+    key = (body, num_weights)  # They fix the number of values too.
     if key not in self._functions:
       def function(*args):
         with tf.control_dependencies(body(num_weights, *args)):
