@@ -42,20 +42,28 @@ Keys (times in ms per step, each config's fastest round):
     op_choices_7_sampled_path_only_ms (7 choices, only the sampled path's
     weights differentiated and updated), op_choices_1_every_step_ms and
     op_choices_7_every_step_ms (every weight updated every step);
+  * op_choices_instances_ms: for each op-choice tower, the fastest round
+    of each of its --instances builds, in build order;
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
-    rounds, op_towers_only.
+    rounds, instances, op_towers_only.
 The supernets' masks are fed, as the search's sampled masks are computed:
 constant masks would let Grappler fold the conds and the growth would look
 smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
 against ~1.38 fed, 28x28, batch 64).
 Every network is built in its own graph in this process; measurements are
 interleaved over several rounds and each config keeps its fastest round.
+Each op-choice tower is built --instances times (each in its own graph and
+session) and keeps the fastest instance: one build of the 1-choice tower
+can run ~5% slower than another of the same graph, in this process or the
+next (2026-11-26, 28x28, batch 64: 21.05-22.23 ms for three builds in one
+process, 21.6-24.2 ms for single builds in five processes), and with one
+build the ratio moved with it (0.99-1.07 in those five processes; with three
+builds, 1.067 and 1.068 in two). `op_choices_instances_ms` lists every
+build's fastest round, so the spread is in the output.
 With --op_towers_only it builds and times only the four towers of the two
 op ratios (1 and 7 choices, deferred and every step) and prints those keys
-and the settings: a run of ~40 s, to be repeated. The ratio moves between
-processes more than between rounds of one (at 28x28, batch 64 it read
-1.02-1.14 in four full runs of one commit, 2026-11-25).
+and the settings.
 
   python bench/step_cost.py --image_size 64 --batch 32 --steps 10
   python bench/step_cost.py --image_size 28 --batch 64 --op_towers_only
@@ -215,21 +223,27 @@ def main(argv=None) -> None:
                       help='steps per timed round')
   parser.add_argument('--rounds', type=int, default=4,
                       help='interleaved rounds; the fastest one counts')
+  parser.add_argument('--instances', type=int, default=3,
+                      help='builds of each op-choice tower; the fastest '
+                      'counts')
   parser.add_argument('--op_towers_only', action='store_true',
                       help='only the op-choice towers of the two op ratios')
   parser.add_argument('--space', default='proxylessnas_search',
                       choices=search_spaces.names())
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args(argv)
+  for flag in ('steps', 'rounds', 'instances'):
+    if getattr(args, flag) < 1:
+      parser.error(f'--{flag} must be at least 1, got {getattr(args, flag)}')
   tf.compat.v1.disable_eager_execution()  # A benchmark process, not a library.
 
   space = search_spaces.get(args.space)
   spec = space.spec()
   indices = architecture.random_indices(spec, np.random.default_rng(args.seed))
   full = not args.op_towers_only
-  steps = {}
+  networks = {}
   if full:
-    steps.update({
+    networks.update({
         'supernet': Step(spec, indices, True, args, deferred=True),
         'supernet_sampled': Step(spec, indices, True, args, 'sampled',
                                  deferred=True),
@@ -237,49 +251,60 @@ def main(argv=None) -> None:
                                   args),
         'standalone': Step(spec, indices, False, args),
     })
+  # Each name's builds: one for a whole network, --instances for a tower.
+  builds: Dict[str, List[Step]] = {name: [step] for name, step in networks.items()}
+
+  def add_towers(name: str, n: int, **kwargs) -> None:
+    tower = op_tower(n)
+    builds[name] = [Step(tower, [0] * len(schema.decisions(tower)), True,
+                         args, **kwargs) for _ in range(args.instances)]
   for n in (1, 3, 7) if full else (1, 7):
-    tower = op_tower(n)
-    steps[f'op_choices_{n}'] = Step(
-        tower, [0] * len(schema.decisions(tower)), True, args, deferred=True)
+    add_towers(f'op_choices_{n}', n, deferred=True)
   if full:
-    tower = op_tower(7)
-    steps['op_choices_7_sampled_path_only'] = Step(
-        tower, [0] * len(schema.decisions(tower)), True, args,
-        sampled_path_only=True)
+    add_towers('op_choices_7_sampled_path_only', 7, sampled_path_only=True)
   for n in (1, 7):
-    tower = op_tower(n)
-    steps[f'op_choices_{n}_every_step'] = Step(
-        tower, [0] * len(schema.decisions(tower)), True, args)
-  # (step name, fetch) pairs; the op towers' parts too.
-  timed = [(name, 'step') for name in steps]
+    add_towers(f'op_choices_{n}_every_step', n)
+  # (step name, build, fetch); the op towers' parts too.
+  timed = [(name, i, 'step') for name in builds
+           for i in range(len(builds[name]))]
   if full:
-    timed += [(f'op_choices_{n}', part) for n in (1, 7)
+    timed += [(f'op_choices_{n}', i, part) for n in (1, 7)
+              for i in range(args.instances)
               for part in ('forward', 'gradients')]
   best: Dict[tuple, float] = {key: float('inf') for key in timed}
   for _ in range(args.rounds):
-    for name, fetch in timed:
-      best[name, fetch] = min(best[name, fetch],
-                              steps[name].time_ms(args.steps, fetch))
-  ms = {name: best[name, 'step'] for name in steps}
+    for name, i, fetch in timed:
+      best[name, i, fetch] = min(
+          best[name, i, fetch],
+          builds[name][i].time_ms(args.steps, fetch))
+
+  def fastest(name: str, fetch: str = 'step') -> float:
+    return min(best[name, i, fetch] for i in range(len(builds[name])))
+  ms = {name: fastest(name) for name in builds}
+  instances_ms = {name: [round(best[name, i, 'step'], 3)
+                         for i in range(len(runs))]
+                  for name, runs in builds.items() if name.startswith('op_')}
   result = {
       'op_choices_7_vs_1_ratio': ms['op_choices_7'] / ms['op_choices_1'],
       'op_choices_7_vs_1_every_step_ratio':
           ms['op_choices_7_every_step'] / ms['op_choices_1_every_step'],
       **{f'{name}_ms': value for name, value in ms.items()},
+      'op_choices_instances_ms': instances_ms,
       'image_size': args.image_size, 'batch': args.batch,
       'steps': args.steps, 'rounds': args.rounds,
+      'instances': args.instances,
       'op_towers_only': args.op_towers_only,
   }
   if full:
     breakdown = {}
     for n in (1, 7):
       name = f'op_choices_{n}'
-      forward, gradients = best[name, 'forward'], best[name, 'gradients']
+      forward, gradients = fastest(name, 'forward'), fastest(name, 'gradients')
       breakdown[str(n)] = {
           'forward_ms': round(forward, 2),
           'backward_ms': round(gradients - forward, 2),
           'update_ms': round(best[name, 'step'] - gradients, 2),
-          'graph_ops': steps[name].num_ops}
+          'graph_ops': builds[name][0].num_ops}
     breakdown['7']['unselected_weights_ms'] = round(
         ms['op_choices_7'] - ms['op_choices_7_sampled_path_only'], 2)
     result.update({
