@@ -51,7 +51,7 @@ SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # computes at the sampled width off TPU. On this project's CPU deferring made
 # search steps faster in both default spaces (17% and 2% at 64x64) and the
 # op-choice tower of bench/step_cost.py cheaper, for a start-up a few seconds
-# longer (README, Benchmarks).
+# longer (docs/benchmarks.md).
 # Not changeable on resume: a deferred checkpoint holds weights as of their
 # last use. So config.json records what 'auto' resolved to (`settled`), and
 # 'auto' resuming a run keeps that run's value (runs written before 'auto'
