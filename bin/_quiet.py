@@ -14,8 +14,9 @@ the command line is scanned here, and a --verbosity given only inside a
 
 `quiet_python`, which `cli.run` calls once the flags are parsed, hides the
 Python side at the same verbosities: TensorFlow's own logger, library INFO
-lines that TensorFlow and TensorBoard send through absl or their loggers
-(e.g. the event-file reader's "Found more than one graph event per run"),
+lines that TensorFlow, TensorBoard and matplotlib send through absl or their
+loggers (e.g. the event-file reader's "Found more than one graph event per
+run"),
 and deprecation warnings, which are addressed to developers, not to the
 people running the tools. The tools' own progress lines are kept.
 """
@@ -33,9 +34,11 @@ DEBUG_VERBOSITY = 1
 # Hides C++ INFO and WARNING lines; errors are still shown.
 QUIET_CPP_LOG_LEVEL = '2'
 CPP_LOG_LEVEL_VAR = 'TF_CPP_MIN_LOG_LEVEL'
-# Packages whose log records below ERROR are library chatter to a CLI user.
+# Packages whose log records below ERROR are library chatter to a CLI user
+# (matplotlib's: "generated new fontManager" when a new install rebuilds its
+# font cache).
 _LIBRARIES = ('tensorflow', 'tensorboard', 'keras', 'tf_keras',
-              'tensorflow_estimator', 'tensorflow_datasets')
+              'tensorflow_estimator', 'tensorflow_datasets', 'matplotlib')
 _VERBOSITY_FLAGS = ('-v', '--v', '-verbosity', '--verbosity')
 
 
@@ -147,6 +150,8 @@ def quiet_python(verbosity: Optional[int]) -> None:
   logging.getLogger('tensorflow').addFilter(_ReportedByUsFilter())
   logging.getLogger('absl').addFilter(_LibraryChatterFilter())
   logging.getLogger('tensorboard').addFilter(_BelowErrorFilter())
+  # Its modules log to child loggers, which a filter here would not see.
+  logging.getLogger('matplotlib').setLevel(logging.ERROR)
   if not sys.warnoptions:
     for category in (DeprecationWarning, PendingDeprecationWarning,
                      FutureWarning):

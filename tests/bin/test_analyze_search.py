@@ -26,9 +26,10 @@ TOOL = os.path.join(ROOT, 'bin', 'analyze_search.py')
 HANG_GUARD_S = 600
 
 
-def run_tool(*args):
+def run_tool(*args, **env_updates):
   # As a user runs it: TensorFlow's log level left to the tool.
   env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+  env.update(env_updates)
   return subprocess.run([sys.executable, TOOL, *args], capture_output=True,
                         text=True, env=env, cwd=ROOT,
                         timeout=HANG_GUARD_S)
@@ -64,10 +65,13 @@ def write_graph_events(model_dir, runs=2):
 def test_json_and_plot(search_dir, tmp_path):
   model_dir, spec, logged = search_dir
   plot = str(tmp_path / 'history.png')
+  # An empty matplotlib config dir: matplotlib rebuilds its font cache, as
+  # on first use of a new install (e.g. a fresh clone's venv), and logs it.
   done = run_tool(f'--model_dir={model_dir}', '--format=json',
-                  f'--plot={plot}')
+                  f'--plot={plot}', MPLCONFIGDIR=str(tmp_path / 'mpl'))
   assert done.returncode == 0, done.stderr
-  # Progress only: no TensorFlow start-up lines, no event-reader warnings.
+  # Progress only: no TensorFlow start-up lines, no event-reader warnings,
+  # no matplotlib INFO lines.
   # matplotlib announces building its font cache (first use in an
   # environment) when that takes over 5 s, so only under load: not ours.
   (line,) = [l for l in done.stderr.splitlines()
