@@ -41,7 +41,7 @@ test-all: venv
 smoke: venv
 	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --model_dir=$(SMOKE_DIR)
 
-# About half an hour on 2 cores: the search step is measured on both
+# About 40 minutes on 2 cores: the search step is measured on both
 # width-searched spaces at 64 and 128 pixels (issue: the sampled-width step).
 bench: venv
 	$(PY) bench/step_cost.py
