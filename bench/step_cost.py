@@ -253,7 +253,8 @@ def main(argv=None) -> None:
         'standalone': Step(spec, indices, False, args),
     })
   # Each name's builds: one for a whole network, --instances for a tower.
-  builds: Dict[str, List[Step]] = {name: [step] for name, step in networks.items()}
+  builds: Dict[str, List[Step]] = {name: [step]
+                                  for name, step in networks.items()}
 
   def add_towers(name: str, n: int, **kwargs) -> None:
     tower = op_tower(n)
