@@ -522,10 +522,10 @@ def _scaffold_fn(config: SearchConfig) -> Optional[Callable]:
 
   The default scaffold's two checks list the uninitialised variables (every
   weight and optimiser slot, ~4,000 of them) before the first step, ~0.5 s
-  each on 2 cores (docs/benchmarks.md, `startup_s`). They exist for processes that wait
-  on a chief; with one process, restoring a checkpoint already fails on a
-  missing variable and a fresh start initialises all of them. TPU and
-  several-replica searches keep them.
+  each on 2 cores (docs/benchmarks.md, `startup_s`). They exist for
+  processes that wait on a chief; with one process, restoring a checkpoint
+  already fails on a missing variable and a fresh start initialises all of
+  them. TPU and several-replica searches keep them.
   """
   if config.use_tpu or config.num_replicas > 1 or config.multi_worker:
     return None

@@ -355,15 +355,16 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
   converts convolutions to NCHW for GPUs) and memory optimiser (swapping and
   recomputation for accelerator memory) are turned off: they changed
   nothing in a search graph on a CPU but took 1.5-3 s of the first step of
-  `proxylessnas_search` (docs/benchmarks.md, start-up), with no change in step time.
-  Constant folding stays: without it steps were ~6% slower.
+  `proxylessnas_search` (docs/benchmarks.md, start-up), with no change in
+  step time. Constant folding stays: without it steps were ~6% slower.
 
   A search graph on a CPU also goes without the remapper, function, loop
   and implementation-selector passes: they left it as it was (2 of ~29,000
   nodes fused) but took ~1.5 s of its first run; Grappler as a whole takes
   5-10 s there but makes `proxylessnas_search` steps 1-4% faster, so the
-  passes that change the graph stay (docs/benchmarks.md, start-up). Stand-alone
-  training keeps them all (the remapper fuses inference-mode batch norm).
+  passes that change the graph stay (docs/benchmarks.md, start-up).
+  Stand-alone training keeps them all (the remapper fuses inference-mode
+  batch norm).
 
   Args:
     base: a config to start from (a mirrored search's), copied.
