@@ -41,10 +41,12 @@ test-all: venv
 smoke: venv
 	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --model_dir=$(SMOKE_DIR)
 
-# About 40 minutes on 2 cores: the search step is measured on both
-# width-searched spaces at 64 and 128 pixels (issue: the sampled-width step).
+# About 45 minutes on 2 cores: the search step is measured on both
+# width-searched spaces at 64 and 128 pixels (issue: the sampled-width step);
+# step_cost.py took ~8 minutes, and ~4 with --op_towers_only (2026-11-26).
 bench: venv
 	$(PY) bench/step_cost.py
+	$(PY) bench/step_cost.py --image_size 28 --batch 64 --op_towers_only
 	for space in proxylessnas_search mobilenet_v3_like_search; do \
 	  for size in 64 128; do \
 	    $(PY) bench/search_step.py --search_space=$$space --image_size=$$size || exit 1; \

@@ -44,23 +44,39 @@ Keys (times in ms per step, each config's fastest round):
     op_choices_7_every_step_ms (every weight updated every step);
   * op_choices_instances_ms: for each op-choice tower, the fastest round
     of each of its --instances builds, in build order;
+  * op_choices_7_vs_1_round_ratios and
+    op_choices_7_vs_1_every_step_round_ratios: each round's ratio, whose
+    median is the op ratio (below);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
-    rounds, instances, op_towers_only.
+    rounds, tower_rounds, instances, op_towers_only.
 The supernets' masks are fed, as the search's sampled masks are computed:
 constant masks would let Grappler fold the conds and the growth would look
 smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
 against ~1.38 fed, 28x28, batch 64).
 Every network is built in its own graph in this process; measurements are
 interleaved over several rounds and each config keeps its fastest round.
-Each op-choice tower is built --instances times (each in its own graph and
-session) and keeps the fastest instance: one build of the 1-choice tower
-can run ~5% slower than another of the same graph, in this process or the
-next (2026-11-26, 28x28, batch 64: 21.05-22.23 ms for three builds in one
-process, 21.6-24.2 ms for single builds in five processes), and with one
-build the ratio moved with it (0.99-1.07 in those five processes; with three
-builds, 1.067 and 1.068 in two). `op_choices_instances_ms` lists every
-build's fastest round, so the spread is in the output.
+Each op-choice tower is built --instances times (default 6; each in its
+own graph and session) and keeps the fastest instance: one build of the
+1-choice tower can run ~5% slower than another of the same graph, in this
+process or the next (2026-11-26, 28x28, batch 64: 21.05-22.23 ms for three
+builds in one process, 21.6-24.2 ms for single builds in five processes),
+and with one build the ratio moved with it (0.99-1.07 in those five
+processes; with three builds, 1.067 and 1.068 in two).
+`op_choices_instances_ms` lists every build's fastest round, so the spread
+is in the output.
+The two op ratios are paired by round: the towers are timed in
+--tower_rounds rounds, each round times build i of every tower back to
+back (the order reversed every other round), and a round's ratio divides
+the fastest 7-choice build by the fastest 1-choice build of that round; the
+ratio is the median over rounds (`op_choices_7_vs_1_round_ratios` lists
+them). The machine's speed drifts by several percent over a run, and a
+ratio of each tower's fastest round over the whole run mixed moments: on
+2026-11-26 (28x28, batch 64, 10 rounds of three builds) it read 1.090,
+1.063 and 1.048 in three processes where the median of the rounds' ratios
+read 1.052, 1.054 and 1.044; with six builds, the median read 1.048 and
+1.052 in two processes where three of the same builds gave 1.037-1.075.
+The `*_ms` keys stay each tower's fastest round.
 With --op_towers_only it builds and times only the four towers of the two
 op ratios (1 and 7 choices, deferred and every step) and prints those keys
 and the settings.
@@ -76,7 +92,7 @@ import os
 import re
 import sys
 import time
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
@@ -216,6 +232,20 @@ class Step:
     return (time.perf_counter() - start) / steps * 1000
 
 
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]
+                 ) -> Tuple[float, List[float]]:
+  """The median over rounds of numerator[r] / denominator[r], and each.
+
+  Timed in the same round, the two values share the machine's speed of
+  that moment, which drifts by several percent over a run.
+  """
+  if len(numerator) != len(denominator) or not numerator:
+    raise ValueError(f'need one value of each per round, got '
+                     f'{len(numerator)} and {len(denominator)}')
+  ratios = [n / d for n, d in zip(numerator, denominator)]
+  return float(np.median(ratios)), ratios
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--image_size', type=int, default=64)
@@ -223,8 +253,12 @@ def main(argv=None) -> None:
   parser.add_argument('--steps', type=int, default=5,
                       help='steps per timed round')
   parser.add_argument('--rounds', type=int, default=4,
-                      help='interleaved rounds; the fastest one counts')
-  parser.add_argument('--instances', type=int, default=3,
+                      help='interleaved rounds of the whole networks; the '
+                      'fastest counts')
+  parser.add_argument('--tower_rounds', type=int, default=8,
+                      help='rounds of the op-choice towers; each op ratio '
+                      'is the median of the rounds\' ratios')
+  parser.add_argument('--instances', type=int, default=6,
                       help='builds of each op-choice tower; the fastest '
                       'counts')
   parser.add_argument('--op_towers_only', action='store_true',
@@ -233,7 +267,7 @@ def main(argv=None) -> None:
                       choices=search_spaces.names())
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args(argv)
-  for flag in ('steps', 'rounds', 'instances'):
+  for flag in ('steps', 'rounds', 'tower_rounds', 'instances'):
     if getattr(args, flag) < 1:
       parser.error(f'--{flag} must be at least 1, got {getattr(args, flag)}')
   tf.compat.v1.disable_eager_execution()  # A benchmark process, not a library.
@@ -266,35 +300,60 @@ def main(argv=None) -> None:
     add_towers('op_choices_7_sampled_path_only', 7, sampled_path_only=True)
   for n in (1, 7):
     add_towers(f'op_choices_{n}_every_step', n)
-  # (step name, build, fetch); the op towers' parts too.
-  timed = [(name, i, 'step') for name in builds
-           for i in range(len(builds[name]))]
+  towers = [name for name in builds if name.startswith('op_')]
+  # Each ratio's two towers next to each other, so that a round times them
+  # close together; the breakdown's parts after them.
+  paired = [f'op_choices_{n}{kind}' for kind in ('', '_every_step')
+            for n in (1, 7)]
+  tower_fetches = [(name, 'step') for name in paired]
+  tower_fetches += [(name, 'step') for name in towers if name not in paired]
   if full:
-    timed += [(f'op_choices_{n}', i, part) for n in (1, 7)
-              for i in range(args.instances)
-              for part in ('forward', 'gradients')]
-  best: Dict[tuple, float] = {key: float('inf') for key in timed}
+    tower_fetches += [(f'op_choices_{n}', part) for n in (1, 7)
+                      for part in ('forward', 'gradients')]
+  best: Dict[tuple, float] = {}
+
+  def record(name: str, i: int, fetch: str, value: float) -> None:
+    best[name, i, fetch] = min(best.get((name, i, fetch), float('inf')),
+                               value)
   for _ in range(args.rounds):
-    for name, i, fetch in timed:
-      best[name, i, fetch] = min(
-          best[name, i, fetch],
-          builds[name][i].time_ms(args.steps, fetch))
+    for name in networks:
+      record(name, 0, 'step', builds[name][0].time_ms(args.steps))
+  # rounds_ms[name][r]: the fastest build of a tower's step in round r.
+  rounds_ms: Dict[str, List[float]] = {name: [] for name in towers}
+  for r in range(args.tower_rounds):
+    order = tower_fetches if r % 2 == 0 else tower_fetches[::-1]
+    this_round = {name: float('inf') for name in towers}
+    for i in range(args.instances):
+      for name, fetch in order:
+        value = builds[name][i].time_ms(args.steps, fetch)
+        record(name, i, fetch, value)
+        if fetch == 'step':
+          this_round[name] = min(this_round[name], value)
+    for name in towers:
+      rounds_ms[name].append(this_round[name])
 
   def fastest(name: str, fetch: str = 'step') -> float:
     return min(best[name, i, fetch] for i in range(len(builds[name])))
   ms = {name: fastest(name) for name in builds}
   instances_ms = {name: [round(best[name, i, 'step'], 3)
-                         for i in range(len(runs))]
-                  for name, runs in builds.items() if name.startswith('op_')}
+                         for i in range(args.instances)]
+                  for name in towers}
+  ratio, round_ratios = paired_ratio(rounds_ms['op_choices_7'],
+                                     rounds_ms['op_choices_1'])
+  every_step_ratio, every_step_round_ratios = paired_ratio(
+      rounds_ms['op_choices_7_every_step'],
+      rounds_ms['op_choices_1_every_step'])
   result = {
-      'op_choices_7_vs_1_ratio': ms['op_choices_7'] / ms['op_choices_1'],
-      'op_choices_7_vs_1_every_step_ratio':
-          ms['op_choices_7_every_step'] / ms['op_choices_1_every_step'],
+      'op_choices_7_vs_1_ratio': ratio,
+      'op_choices_7_vs_1_every_step_ratio': every_step_ratio,
+      'op_choices_7_vs_1_round_ratios': [round(x, 4) for x in round_ratios],
+      'op_choices_7_vs_1_every_step_round_ratios':
+          [round(x, 4) for x in every_step_round_ratios],
       **{f'{name}_ms': value for name, value in ms.items()},
       'op_choices_instances_ms': instances_ms,
       'image_size': args.image_size, 'batch': args.batch,
       'steps': args.steps, 'rounds': args.rounds,
-      'instances': args.instances,
+      'tower_rounds': args.tower_rounds, 'instances': args.instances,
       'op_towers_only': args.op_towers_only,
   }
   if full:

@@ -1,0 +1,55 @@
+"""Tests of bench/step_cost.py's ratio estimate and flag checks.
+
+The benchmark's timings are measured by running it (`make bench`), never in
+a test; these tests check only its arithmetic and its refusals.
+"""
+
+import importlib.util
+import os
+
+import pytest
+
+_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), 'bench', 'step_cost.py')
+
+
+@pytest.fixture(scope='module')
+def step_cost():
+  spec = importlib.util.spec_from_file_location('step_cost', _PATH)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def test_paired_ratio_divides_within_rounds(step_cost):
+  # The machine ran 2x slower in rounds 1 and 2: each round's two values
+  # share its speed, so every round's ratio is 1.05.
+  ratio, rounds = step_cost.paired_ratio([1.05, 2.1, 2.1], [1.0, 2.0, 2.0])
+  assert rounds == pytest.approx([1.05, 1.05, 1.05])
+  assert ratio == pytest.approx(1.05)
+
+
+def test_paired_ratio_is_the_median_of_the_rounds(step_cost):
+  ratio, rounds = step_cost.paired_ratio([3.0, 1.1, 1.2, 1.0],
+                                         [1.0, 1.0, 1.0, 1.0])
+  assert rounds == pytest.approx([3.0, 1.1, 1.2, 1.0])
+  # One disturbed round moves the median little (the mean would be 1.575).
+  assert ratio == pytest.approx(1.15)
+
+
+@pytest.mark.parametrize('numerator, denominator',
+                         [([], []), ([1.0, 2.0], [1.0])])
+def test_paired_ratio_needs_one_value_of_each_per_round(
+    step_cost, numerator, denominator):
+  with pytest.raises(ValueError, match='one value of each per round'):
+    step_cost.paired_ratio(numerator, denominator)
+
+
+@pytest.mark.parametrize('flag', ['--steps', '--rounds', '--tower_rounds',
+                                  '--instances'])
+def test_counts_below_one_are_refused(step_cost, flag, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    step_cost.main([flag, '0'])
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err
+  assert f'{flag} must be at least 1, got 0' in err
