@@ -26,7 +26,10 @@ Every supernet step is the search's default optimiser off TPU (one replica):
 RMSProp with momentum whose steps of the weights a step leaves unused are
 deferred (`unused_weight_steps=auto`, docs/method.md section 6), their
 gradients dead, not zero, as in the search; `_every_step` towers update
-every weight every step, as TuNAS.
+every weight every step, as TuNAS. Every supernet step also checks that its
+loss and gradients are finite and waits at the gradient-sync barrier, as the
+search's step does by default (before 2026-11-26's last round the towers
+skipped both; stand-alone steps skip them, as stand-alone training does).
 
 Keys (times in ms per step, each config's fastest round):
   * the ratios above;
@@ -102,11 +105,20 @@ import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
 import search_spaces  # pylint: disable=g-import-not-at-top
 from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
+from tunas_search import search  # pylint: disable=g-import-not-at-top
 from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
 from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
 
 NUM_CLASSES = 10
+# The search step's finite check, zeroing of non-finite gradients and
+# gradient-sync barrier, taken from the search itself so that a supernet
+# step here is built as the search builds it.
+# pylint: disable=protected-access
+_ALL_FINITE = search._all_finite
+_FINITE_OR_ZERO = search._finite_or_zero
+_AFTER = search._after
+# pylint: enable=protected-access
 # (kernel, expansion) of the op choices of the op-count benchmark.
 OP_CHOICES = ((3, 3.0), (5, 3.0), (7, 3.0), (3, 6.0), (5, 6.0), (7, 6.0),
               (5, 4.0))
@@ -198,16 +210,27 @@ class Step:
         # Dead for unused weights, as the search computes them.
         grads_and_vars = list(zip(deferred_rmsprop.gradients(loss, variables),
                                   variables))
-        update = deferred_rmsprop.apply_gradients(grads_and_vars,
-                                                  tf.constant(True))
+        # Live every step, unlike the gradients of unused weights.
+        norms = deferred_rmsprop.gradient_norms(grads_and_vars)
+        # The search's finite check and gradient-sync barrier (on by
+        # default), as search._shared_weight_step builds them.
+        finite = _ALL_FINITE(loss, half_squared_norms=norms)
+        grads_and_vars = _AFTER(grads_and_vars, norms)
+        update = deferred_rmsprop.apply_gradients(grads_and_vars, finite)
         with tf.control_dependencies([update]):
           self.train_op = step.assign_add(1).op
-        # Live every step, unlike the gradients of unused weights.
-        gradients = tf.add_n(deferred_rmsprop.gradient_norms(grads_and_vars))
+        gradients = tf.add_n(norms)
       else:
         grads_and_vars = optimizer.compute_gradients(
             loss, var_list=variables,
             gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
+        if supernet:
+          # The search's finite check, zeroing and gradient-sync barrier
+          # for TuNAS's every-step update (search._shared_weight_step).
+          finite = _ALL_FINITE(loss, grads_and_vars)
+          grads_and_vars = _FINITE_OR_ZERO(grads_and_vars, finite)
+          grads_and_vars = _AFTER(
+              grads_and_vars, [g for g, _ in grads_and_vars if g is not None])
         with tf.control_dependencies(updates):
           self.train_op = optimizer.apply_gradients(grads_and_vars)
         gradients = tf.add_n([tf.reduce_sum(g) for g, _ in grads_and_vars
