@@ -150,6 +150,41 @@ def test_merge_gradient_is_tensorflows_with_fewer_ops(num_inputs):
             assert _is_dead(sess, got, {live: i})
 
 
+@pytest.mark.parametrize('skip_used', [True, False])
+def test_route_gradient_is_tensorflows_without_its_guards(skip_used):
+  # A routing Switch whose outputs feed Merges (the skip side possibly
+  # nothing, as the last branch's): the gradient of its input is the one
+  # TensorFlow gives, in both directions, from no Switch of its own.
+  with tf.Graph().as_default() as graph:
+    x = tf1.placeholder_with_default(VALUE, [3])
+    pred = tf1.placeholder(tf.bool, [])
+    outputs = {}
+    for form in ('tensorflow', 'routing'):
+      with contextlib.ExitStack() as stack:
+        stack.enter_context(dead_gradients.routing() if form == 'routing'
+                            else dead_gradients.merges())
+        skip, take = tf.raw_ops.Switch(data=x, pred=pred)
+        other = tf.raw_ops.Switch(data=x, pred=tf.logical_not(pred))[1]
+        inputs = [2.0 * take, 3.0 * (skip if skip_used else other)]
+        outputs[form] = tf.raw_ops.Merge(inputs=inputs).output
+    grads, built = {}, {}
+    for form, out in outputs.items():
+      before = len(graph.get_operations())
+      grads[form], = tf.gradients(tf.reduce_sum(out * out), [x])
+      built[form] = [op.type for op in graph.get_operations()[before:]]
+    # TensorFlow's two guards per routing Switch on the gradient's path
+    # (one Switch of x, or two when `other` is used), none in the routing
+    # form; both forms fill zeros for an output without consumers alike.
+    assert (built['tensorflow'].count('Switch')
+            - built['routing'].count('Switch')) == (2 if skip_used else 4)
+    with tf1.Session() as sess:
+      for value, scale in ((True, 2.0), (False, 3.0)):
+        want = sess.run(grads['tensorflow'], {pred: value})
+        np.testing.assert_allclose(want, 2 * scale ** 2 * VALUE)
+        np.testing.assert_allclose(sess.run(grads['routing'], {pred: value}),
+                                   want)
+
+
 def test_merge_gradient_in_a_cond_is_tensorflows():
   # A cond's own Merge (built in a cond context) keeps TensorFlow's
   # gradient, which routes by the cond's predicate.

@@ -17,6 +17,7 @@ from tests.e2e import tiny
 from tunas_search import config as config_lib
 from tunas_search import search
 from tunas_search import supernet as supernet_lib
+from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import deferred
 
 tf1 = tf.compat.v1
@@ -236,6 +237,59 @@ def test_a_step_runs_the_catch_up_and_update_of_the_groups_it_uses_alone():
   for name in ('a0', 'a1'):
     np.testing.assert_array_equal(second[name], first[name])
   assert np.all(second['c'] < first['c'])
+
+
+def test_gradient_norms_are_one_call_per_group_and_zero_when_unused():
+  # Choice a's group (two weights), choice b's (one) and a weight every
+  # architecture uses; loss = sum over weights of scale * sum(w ** 2), so a
+  # used group's half squared norm is 0.5 * sum((2 * scale * w) ** 2). As in
+  # the supernet, a choice's weights are routed: dead where it is unused.
+  with tf.Graph().as_default() as graph:
+    scales = [tf1.placeholder(tf.float32, []) for _ in range(2)]
+    uses = supernet_lib.WeightUses()
+    variables, snapshots, loss = [], {}, 0.0
+    for name, scale, value in (('a0', scales[0], 1.0), ('a1', scales[0], 2.0),
+                               ('b0', scales[1], 3.0), ('c', None, 4.0)):
+      var = tf1.get_variable(name, initializer=np.full(3, value, np.float32))
+      uses.add(name, scale)
+      snapshots[name] = var.read_value()
+      variables.append(var)
+      if scale is None:
+        loss += tf.reduce_sum(snapshots[name] ** 2)
+      else:
+        used = tf.not_equal(scale, 0.0)
+        w = dead_gradients.route(snapshots[name], used)
+        loss += dead_gradients.or_zero(scale * tf.reduce_sum(w ** 2), used)
+    step = tf1.train.get_or_create_global_step()
+    optimizer = deferred.DeferredRMSProp(
+        variables, uses, snapshots, step.read_value(), tf.constant(0.1),
+        decay=DECAY, momentum=MOMENTUM, epsilon=1.0)
+    grads = optimizer.gradients(loss, variables)
+    norms = optimizer.gradient_norms(list(zip(grads, variables)))
+    library = {f.signature.name for f in
+               graph.as_graph_def().library.function
+               if f.signature.name.startswith('half_squared_norm')}
+    # One call per group that a step may leave unused (a and b; a function
+    # per group size); c's, live every step, is written out.
+    calls = [op.name for op in graph.get_operations() if op.type in library]
+    assert len(calls) == 2, calls
+    assert len(library) == 2, library
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      metadata = tf1.RunMetadata()
+      got = sess.run(norms, {scales[0]: 1.0, scales[1]: 0.0},
+                     options=tf1.RunOptions(
+                         trace_level=tf1.RunOptions.FULL_TRACE),
+                     run_metadata=metadata)
+      ran = {n.node_name for dev in metadata.step_stats.dev_stats
+             for n in dev.node_stats} & set(calls)
+      # a: 0.5 * 3 * (2**2 + 4**2); b unused: 0 without its call; c: 0.5 *
+      # 3 * 8**2.
+      np.testing.assert_allclose(got, [30.0, 0.0, 96.0])
+      assert len(ran) == 1, ran
+      np.testing.assert_allclose(
+          sess.run(norms, {scales[0]: 0.0, scales[1]: 0.5}),
+          [0.0, 0.5 * 3 * 3.0 ** 2, 96.0])
 
 
 def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):

@@ -369,7 +369,7 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
   """`switch` as one cond per branch between Switch/Merge routing.
 
   The routing ops are built outside any control-flow context (their
-  gradients are then the plain Switch/Merge ones); each branch is a
+  gradients are `dead_gradients.routing()`'s); each branch is a
   `tf.cond` in the caller's context, so a weight it reads still gets a zero
   gradient when the branch is inactive (TuNAS's optimiser steps every
   weight), also inside an enclosing op choice.
@@ -381,7 +381,7 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
   def context_free(fn, *args):
     graph._set_control_flow_context(None)  # pylint: disable=protected-access
     try:
-      with dead_gradients.merges():
+      with dead_gradients.routing():
         return fn(*args)
     finally:
       graph._set_control_flow_context(outer)  # pylint: disable=protected-access
