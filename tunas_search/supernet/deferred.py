@@ -140,6 +140,17 @@ def _update_body(num_weights: int, learning_rate: tf.Tensor, rho: tf.Tensor,
       grad=grad) for i, grad in enumerate(grads)]
 
 
+def _graph_function(python_function: Callable, name: str,
+                    types: Sequence[tf.DType]) -> Callable:
+  """`python_function` as a graph function that is never inlined.
+
+  `name` is the function's name in the graph (and its calls' op type),
+  with a hash of its definition.
+  """
+  python_function.__name__ = name
+  return graph_function.Defun(*types, noinline=True)(python_function)
+
+
 class _GroupSteps:
   """A group's catch-up or update as one call of a graph function.
 
@@ -168,12 +179,9 @@ class _GroupSteps:
       def function(*args):
         with tf.control_dependencies(body(num_weights, *args)):
           return tf.constant(True)  # A function returns something.
-      # The function's name in the graph (and the call's op type), with a
-      # hash of its definition.
-      function.__name__ = f'{body.__name__.strip("_")}_{num_weights}'
-      types = [tf.float32] * len(values) + [tf.resource] * len(handles)
-      self._functions[key] = graph_function.Defun(
-          *types, noinline=True)(function)
+      self._functions[key] = _graph_function(
+          function, f'{body.__name__.strip("_")}_{num_weights}',
+          [tf.float32] * len(values) + [tf.resource] * len(handles))
     return self._functions[key](*values, *handles).op
 
 
@@ -196,11 +204,10 @@ class _GroupNorms:
   def __call__(self, grads: Sequence[tf.Tensor]) -> tf.Tensor:
     key = tuple(g.dtype for g in grads)
     if key not in self._functions:
-      def function(*args):
-        return _half_squared_norm(*args)
-      function.__name__ = f'half_squared_norm_{len(grads)}'
-      self._functions[key] = graph_function.Defun(
-          *key, noinline=True)(function)
+      # A wrapper per function: Defun names the function it decorates.
+      self._functions[key] = _graph_function(
+          lambda *args: _half_squared_norm(*args),
+          f'half_squared_norm_{len(grads)}', key)
     norm = self._functions[key](*grads)
     norm.set_shape([])  # A call's outputs have no static shape.
     return norm
