@@ -34,8 +34,8 @@ _FAST_START.graph_options.rewrite_options.disable_meta_optimizer = True
 # convolve different channel counts, so they round differently: on an H100
 # (2026-11-24, TF32 off) the losses differed by up to 1.7e-5 and one
 # gradient element by 1.4e-4 of the largest, where CPU kernels agree to
-# 1e-5. The GPU gradient bound has not been rerun on a GPU since it was
-# raised to 1e-3 (README, "GPUs and several devices").
+# 1e-5. With the bounds below, this file passed on an H100 on 2026-11-26
+# (README, "GPUs and several devices").
 _ON_GPU = bool(tf.config.list_physical_devices('GPU'))
 LOSS_RTOL = 1e-4 if _ON_GPU else 1e-5
 GRADIENT_ATOL = 1e-3 if _ON_GPU else 1e-5
