@@ -1,7 +1,26 @@
-"""File helpers of tests: what a dir holds, and checkpoints made to order."""
+"""File helpers of tests: what a dir holds, checkpoints made to order, and
+scripts outside the packages loaded as modules."""
 
+import importlib.util
 import os
+import types
 from typing import Dict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_script(*path: str) -> types.ModuleType:
+  """The script at `path` (relative to the repository root) as a module.
+
+  For `bench/` scripts, which are not in a package; loading runs only their
+  top level (`main` is behind `if __name__ == '__main__'`).
+  """
+  location = os.path.join(ROOT, *path)
+  name = os.path.splitext(os.path.basename(location))[0]
+  spec = importlib.util.spec_from_file_location(name, location)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def snapshot(directory: str) -> Dict[str, bytes]:

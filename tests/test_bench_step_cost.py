@@ -4,21 +4,14 @@ The benchmark's timings are measured by running it (`make bench`), never in
 a test; these tests check only its arithmetic and its refusals.
 """
 
-import importlib.util
-import os
-
 import pytest
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'bench', 'step_cost.py')
+from tests import files
 
 
 @pytest.fixture(scope='module')
 def step_cost():
-  spec = importlib.util.spec_from_file_location('step_cost', _PATH)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return files.load_script('bench', 'step_cost.py')
 
 
 def test_paired_ratio_divides_within_rounds(step_cost):

@@ -5,23 +5,17 @@ unrelated bytes (one of them a false magic), so each test knows which
 payloads an sm_90 GPU needs and checks that exactly the others are zeroed.
 """
 
-import importlib.util
 import json
-import os
 import struct
 
 import pytest
 
-_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__))), 'bench', 'gpu', 'strip_fatbins.py')
+from tests import files
 
 
 @pytest.fixture(scope='module')
 def strip_fatbins():
-  spec = importlib.util.spec_from_file_location('strip_fatbins', _PATH)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return files.load_script('bench', 'gpu', 'strip_fatbins.py')
 
 
 def _entry(kind, arch, payload: bytes) -> bytes:
