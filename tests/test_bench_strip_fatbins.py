@@ -82,3 +82,14 @@ def test_dry_run_changes_nothing_and_main_prints_json(strip_fatbins, tmp_path,
   assert strip_fatbins.main([str(path)]) == 0
   assert b'A' not in path.read_bytes() and len(path.read_bytes()) == len(
       original)
+
+
+def test_a_missing_or_empty_library(strip_fatbins, tmp_path, capsys):
+  empty = tmp_path / 'libempty.so'
+  empty.write_bytes(b'')
+  assert strip_fatbins.main([str(empty)]) == 0
+  assert json.loads(capsys.readouterr().out)['blobs'] == 0
+  missing = str(tmp_path / 'libmissing.so')
+  assert strip_fatbins.main([missing]) == 2
+  err = capsys.readouterr().err
+  assert missing in err and len(err.strip().splitlines()) == 1

@@ -26,6 +26,7 @@ import argparse
 import collections
 import json
 import mmap
+import os
 import struct
 import sys
 from typing import Dict, List, Tuple
@@ -108,10 +109,18 @@ def main(argv=None) -> int:
   parser.add_argument('--dry_run', action='store_true')
   args = parser.parse_args(argv)
   for path in args.libraries:
-    with open(path, 'rb' if args.dry_run else 'r+b') as f:
-      access = mmap.ACCESS_READ if args.dry_run else mmap.ACCESS_WRITE
-      with mmap.mmap(f.fileno(), 0, access=access) as data:
-        stats = strip(data, args.keep_arch, args.zero_all, args.dry_run)
+    try:
+      with open(path, 'rb' if args.dry_run else 'r+b') as f:
+        if os.fstat(f.fileno()).st_size == 0:  # mmap refuses empty files.
+          stats = strip(bytearray(), args.keep_arch, args.zero_all, True)
+        else:
+          access = mmap.ACCESS_READ if args.dry_run else mmap.ACCESS_WRITE
+          with mmap.mmap(f.fileno(), 0, access=access) as data:
+            stats = strip(data, args.keep_arch, args.zero_all, args.dry_run)
+    except OSError as e:
+      print(f'strip_fatbins: cannot open {path!r}: {e.strerror}',
+            file=sys.stderr)
+      return 2
     print(json.dumps(dict(library=path, **stats)))
   return 0
 
