@@ -1,6 +1,9 @@
 """Does TensorFlow see the GPU, and run this project's op types on it?"""
+
 import time
+
 import tensorflow as tf
+
 print('tf', tf.__version__, 'cuda build', tf.test.is_built_with_cuda())
 gpus = tf.config.list_physical_devices('GPU')
 print('GPUs', gpus)

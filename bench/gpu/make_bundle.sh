@@ -2,7 +2,7 @@
 # Builds a self-contained Python 3.11 + TensorFlow 2.15.1 + CUDA 12.2 bundle
 # for running this repository's GPU checks on an offline Linux x86-64 GPU
 # machine that lacks them (bench/gpu/README.md). Run on a machine with
-# network access and Python 3.11, from the repository root:
+# network access and Python 3.11 (PYTHON, default python3.11):
 #
 #   bash bench/gpu/make_bundle.sh [OUT_DIR] [CHUNK_BYTES]
 #
@@ -10,12 +10,19 @@
 # CHUNK_BYTES is given, splits it into OUT_DIR/c0, c1, ... of that size.
 # Takes ~12 minutes on 2 cores, most of it xz.
 set -euo pipefail
-OUT=${1:-/tmp/tunas_gpu_bundle}
+OUT=$(realpath -m "${1:-/tmp/tunas_gpu_bundle}")
 CHUNK=${2:-}
 PY=${PYTHON:-python3.11}
 KEEP_ARCH=${KEEP_ARCH:-90}   # the GPU's architecture: 90 for an H100
 W=$OUT/work
+cd "$(dirname "$0")/../.."
 REPO=$PWD
+"$PY" -c 'import sys; assert sys.version_info[:2] == (3, 11)' 2>/dev/null || {
+  echo "make_bundle.sh: '$PY' is not Python 3.11 (TensorFlow 2.15's GPU wheels); set PYTHON=/path/to/python3.11" >&2
+  exit 2; }
+for tool in gcc xz ldd; do
+  command -v "$tool" >/dev/null || { echo "make_bundle.sh: needs $tool" >&2; exit 2; }
+done
 rm -rf "$W" && mkdir -p "$W/site" "$W/py/bin" "$W/py/lib/deps"
 
 # TensorFlow's GPU wheel and its CUDA wheels, pinned like the CPU venv.
