@@ -87,7 +87,8 @@ def _sampling_seed(config: SearchConfig, base: int,
 def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
              snapshots: Optional[Dict[str, tf.Tensor]],
              decay: Optional[supernet.MaskedWeightDecay] = None,
-             uses: Optional[supernet.WeightUses] = None):
+             uses: Optional[supernet.WeightUses] = None,
+             differentiated: bool = True):
   """The weight-shared network with batch-statistics BN (docs/method.md).
 
   With `snapshots`, every shared weight is read once per step into it and
@@ -104,7 +105,7 @@ def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
         # XLA compiles the TPU step; functional conds halve its compile time
         # (docs/xla.md). None: v1 conds, or what `building_for_xla` says.
         for_xla=True if config.use_tpu else None,
-        width_form=config.width_form)
+        width_form=config.width_form, differentiated=differentiated)
 
 
 def _model_variables() -> List[tf.Variable]:
@@ -300,7 +301,7 @@ def _validation_accuracy(config: SearchConfig, masked_spec: Any, batch: _Batch,
                                 or _defers_unused_weight_steps(config))
   with tf.control_dependencies([after] if wait else []):
     logits = _network(config, masked_spec, batch.validation_images,
-                      snapshots)
+                      snapshots, differentiated=False)
     correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
                        batch.validation_labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))

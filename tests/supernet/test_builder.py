@@ -15,6 +15,8 @@ from tunas_search.supernet import building_for_xla
 from tunas_search.schema import OneOf
 from tunas_search.specs import Block, Conv, ConvTower
 from tunas_search.supernet import supernet_init_op
+from tunas_search.supernet import WeightUses
+from tunas_search.supernet import builder
 
 
 IMAGE_SIZE = 32
@@ -268,3 +270,44 @@ def test_for_xla_builds_functional_conds():
     assert 'Switch' not in _cond_op_types()
     assert 'Switch' in _cond_op_types(for_xla=False)
   assert 'Switch' in _cond_op_types()  # The default is restored.
+
+
+def _has_conds(**kwargs) -> bool:
+  """Whether a supernet build has any op inside a v1 cond."""
+  with tf.Graph().as_default() as graph:
+    spec = schema.with_masks(_xla_spec(), [tf.constant([0.5, 0.5])])
+    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
+                  batch_norm_mode='batch', **kwargs)
+  # pylint: disable=protected-access
+  return any(op._get_control_flow_context() is not None
+             for op in graph.get_operations())
+
+
+def test_only_a_build_for_zero_gradients_has_conds():
+  # TuNAS's every-step update needs zero gradients for unused weights
+  # (conds); the deferred update's build (`uses`) and one no gradient is
+  # taken through (the validation pass) need none.
+  assert _has_conds()
+  assert not _has_conds(uses=WeightUses())
+  assert not _has_conds(differentiated=False)
+  assert not _has_conds(differentiated=False, for_xla=True)  # Functional.
+
+
+def test_a_deferred_build_refuses_weights_it_cannot_name():
+  # Its recorded names are spec paths; inside a variable scope no weight
+  # matches, and dead gradients would skip updates the optimiser expects.
+  with tf.Graph().as_default():
+    spec = schema.with_masks(_xla_spec(), [tf.constant([1.0, 0.0])])
+    with tf.compat.v1.variable_scope('outer'):
+      with pytest.raises(ValueError, match=r'not recorded: .*outer/blocks'):
+        build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
+                      batch_norm_mode='batch', uses=WeightUses())
+    # Outside, the same build is accepted.
+    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
+                  batch_norm_mode='batch', uses=WeightUses())
+    # A weight two choices share is refused by name.
+    uses = WeightUses()
+    uses.add('w', tf.constant(1.0))
+    uses.add('w', tf.constant(0.0))
+    with pytest.raises(ValueError, match=r"used more than once: \['w'\]"):
+      builder._check_dead_gradients(uses, {'w'})  # pylint: disable=protected-access

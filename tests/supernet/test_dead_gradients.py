@@ -35,63 +35,45 @@ def _weight():
   return var, var.read_value()
 
 
-def test_a_branch_not_taken_gives_its_weight_a_dead_gradient():
+def test_a_switch_in_a_cond_keeps_tensorflows_zero_gradient():
+  # `route`'s gradient applies to Switches outside any cond: one a cond
+  # builds for a listed read still gives TensorFlow's zeros.
   with tf.Graph().as_default():
     var, read = _weight()
     pred = tf1.placeholder(tf.bool, [])
-    with ops.v1_control_flow(), dead_gradients.weight_switches():
+    graph = tf1.get_default_graph()
+    with ops.v1_control_flow(), graph.gradient_override_map(
+        {'Switch': dead_gradients.SWITCH_GRADIENT}):
       y = tf.cond(pred, lambda: tf.reduce_sum(read * read),
                   lambda: tf.constant(0.0))
-    with dead_gradients.dead_when_unused([read]):
-      dead, = tf.gradients(y, [var])
-    zeros, = tf.gradients(y, [var])  # Outside: TensorFlow's gradient.
-    with tf1.Session() as sess:
-      sess.run(var.initializer)
-      np.testing.assert_allclose(sess.run(dead, {pred: True}), 2 * VALUE)
-      assert _is_dead(sess, dead, {pred: False})
-      np.testing.assert_array_equal(sess.run(zeros, {pred: False}),
-                                    np.zeros(3))
-
-
-def test_nested_conds_and_a_narrowed_weight():
-  # A weight sliced to a sampled width, read in a cond inside a cond: its
-  # gradient is live only where both branches ran.
-  with tf.Graph().as_default():
-    var, read = _weight()
-    narrowed = tf.slice(read, [0], [2])
-    outer, inner = (tf1.placeholder(tf.bool, []) for _ in range(2))
-    with ops.v1_control_flow(), dead_gradients.weight_switches():
-      y = tf.cond(outer, lambda: tf.cond(
-          inner, lambda: tf.reduce_sum(3.0 * narrowed),
-          lambda: tf.constant(0.0)), lambda: tf.constant(0.0))
     with dead_gradients.dead_when_unused([read]):
       grad, = tf.gradients(y, [var])
     with tf1.Session() as sess:
       sess.run(var.initializer)
-      np.testing.assert_array_equal(
-          sess.run(grad, {outer: True, inner: True}), [3.0, 3.0, 0.0])
-      for both in ((True, False), (False, True), (False, False)):
-        assert _is_dead(sess, grad, dict(zip((outer, inner), both))), both
+      np.testing.assert_allclose(sess.run(grad, {pred: True}), 2 * VALUE)
+      np.testing.assert_array_equal(sess.run(grad, {pred: False}),
+                                    np.zeros(3))
 
 
-def test_other_tensors_read_in_a_branch_keep_zero_gradients():
-  # Only the listed reads get dead gradients: an activation (or a weight not
-  # listed) read in a branch not taken still gets TensorFlow's zeros.
+def test_route_gives_a_narrowed_read_a_dead_gradient():
+  # A weight sliced to a sampled width (`widths.narrow`) and routed. (The
+  # loss's gradient reads the routed value, as a decay term's does.)
   with tf.Graph().as_default():
     var, read = _weight()
-    other = tf1.get_variable('other', initializer=VALUE)
-    other_read = other.read_value()
-    x = tf1.placeholder_with_default(VALUE, [3])
     pred = tf1.placeholder(tf.bool, [])
-    with ops.v1_control_flow(), dead_gradients.weight_switches():
-      y = tf.cond(pred, lambda: tf.reduce_sum(read * x * other_read),
-                  lambda: tf.constant(0.0))
+    routed = dead_gradients.route(tf.slice(read, [0], [2]), pred)
+    loss = tf.reduce_sum(routed * routed)
     with dead_gradients.dead_when_unused([read]):
-      grads = tf.gradients(y, [x, other])
+      grad, = tf.gradients(loss, [var])
+    unlisted, = tf.gradients(loss, [var])
     with tf1.Session() as sess:
-      sess.run([var.initializer, other.initializer])
-      for g in sess.run(grads, {pred: False}):
-        np.testing.assert_array_equal(g, np.zeros(3))
+      sess.run(var.initializer)
+      np.testing.assert_array_equal(sess.run(grad, {pred: True}),
+                                    [2.0, -4.0, 0.0])
+      assert _is_dead(sess, grad, {pred: False})
+      # Outside `dead_when_unused`: TensorFlow's gradient, zeros.
+      np.testing.assert_array_equal(sess.run(unlisted, {pred: False}),
+                                    np.zeros(3))
 
 
 def test_route_and_or_zero():

@@ -16,6 +16,7 @@ from tunas_search.supernet import regularization_loss
 from tunas_search.supernet import slice_to_shape
 from tunas_search.supernet import supernet_assignments
 from tunas_search.supernet import widths
+from tunas_search.supernet import WeightUses
 from tunas_search.supernet.builder import build_layer
 
 
@@ -219,8 +220,14 @@ def _random_masks(spec, rng):
   return masks
 
 
-def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED):
-  """The loss, and its gradients for the images and every weight."""
+def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED,
+                        uses=None):
+  """The loss, and its gradients for the images and every weight.
+
+  With `uses` (a build without conds), a weight whose gradient is dead is
+  left out of the gradients and listed in `uses.dead`, and a weight whose
+  every use has op scale 0 in `uses.unused`.
+  """
   graph = tf.Graph()
   with graph.as_default():
     tf.compat.v1.set_random_seed(0)
@@ -228,16 +235,31 @@ def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED):
     fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
     logits = build_network(schema.with_masks(spec, fed), images, 5,
                            is_training=True, batch_norm_mode='batch',
-                           for_xla=for_xla, width_form=width_form)
+                           for_xla=for_xla, width_form=width_form, uses=uses)
     loss = tf.reduce_sum(logits * tf.constant(
         np.random.default_rng(1).normal(size=(4, 5)).astype('f4')))
     weights = tf.compat.v1.trainable_variables()
     grads = tf.gradients(loss, [images] + weights)
+    names = ['images'] + [w.op.name for w in weights]
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
-      values = session.run([loss] + grads)
-  names = ['images'] + [w.op.name for w in weights]
-  return values[0], dict(zip(names, values[1:]))
+      if uses is None:
+        values = session.run([loss] + grads)
+        return values[0], dict(zip(names, values[1:]))
+      scales = session.run({n: uses.scales(n) for n in uses.names
+                            if uses.scales(n) is not None})
+      uses.unused = [n for n, v in scales.items() if not any(v)]
+      # One run for the gradients expected live, one each for the others.
+      live = {n: g for n, g in zip(names, grads) if n not in uses.unused}
+      values, uses.dead = session.run([loss, live]), []
+      for name, grad in zip(names, grads):
+        if name in uses.unused:
+          try:
+            values[1][name] = session.run(grad)
+          except tf.errors.InvalidArgumentError as e:
+            assert 'does not have value' in str(e)  # A dead tensor.
+            uses.dead.append(name)
+      return values
 
 
 @pytest.mark.parametrize('width_form', [widths.MASKED, widths.SAMPLED])
@@ -247,17 +269,30 @@ def test_routed_switch_matches_functional_conds(width_form):
   # and same gradients, zeros for every weight of an inactive choice (the
   # optimiser steps it), over masks with none, one and several choices on,
   # the kernel size nested inside the skippable layer.
+  # Without conds (the deferred update's build), the same loss and live
+  # gradients, and a dead gradient for exactly the weights whose every use
+  # has op scale 0.
   spec = _tiny_spec()
   rng = np.random.default_rng(0)
   for _ in range(6):
     masks = _random_masks(spec, rng)
     loss_v1, grads_v1 = _loss_and_gradients(spec, masks, False, width_form)
     loss_v2, grads_v2 = _loss_and_gradients(spec, masks, True, width_form)
+    uses = WeightUses()
+    loss_dead, grads_dead = _loss_and_gradients(spec, masks, False,
+                                                width_form, uses)
     np.testing.assert_allclose(loss_v1, loss_v2, rtol=1e-5)
+    np.testing.assert_allclose(loss_dead, loss_v2, rtol=1e-5)
     assert sorted(grads_v1) == sorted(grads_v2)
+    assert sorted(list(grads_dead) + uses.dead) == sorted(grads_v2)
     for name, want in grads_v2.items():
       np.testing.assert_allclose(grads_v1[name], want, rtol=1e-4, atol=1e-5,
                                  err_msg=f'{name} with masks {masks}')
+      if name in grads_dead:
+        np.testing.assert_allclose(grads_dead[name], want, rtol=1e-4,
+                                   atol=1e-5, err_msg=f'{name} {masks}')
+    assert sorted(uses.dead) == sorted(uses.unused)
+
 
 
 def test_inactive_choices_add_no_tensor_to_the_input_gradient():

@@ -213,3 +213,19 @@ def test_decay_terms_of_unused_kernels_can_be_dead():
           sess.run(got)
         unused.append(name)
       assert len(unused) == 2
+
+
+def test_weights_reused_inside_choices_are_listed():
+  # Such a weight cannot have a dead gradient (`build_network` refuses it).
+  with tf.Graph().as_default():
+    first, second = tf.constant(1.0), tf.constant(0.0)
+    uses = WeightUses()
+    for name, scale in (('alone', first), ('twice_in_one', second),
+                        ('twice_in_one', second), ('two_choices', first),
+                        ('two_choices', second), ('and_outside', first),
+                        ('and_outside', None), ('outside', None),
+                        ('outside', None)):
+      uses.add(name, scale)
+    assert uses.reused_inside_choices() == [
+        'twice_in_one', 'two_choices', 'and_outside']
+    assert uses.used_once() == ['alone']

@@ -3,7 +3,9 @@
 `build_network` walks a masked model spec (docs/DESIGN.md, "Masks"). For each
 layer it first creates the variables, named after the layer's spec path, then
 returns an apply function; searched op choices run their apply functions
-inside `tf.cond`, so only the selected path is computed (docs/method.md section 4).
+only when selected (`ops.switch`: inside `tf.cond`, or on an input that is
+dead when not selected), so only the selected path is computed
+(docs/method.md section 4).
 Searched widths are masked at the largest width or computed at the sampled
 width (`widths.WIDTH_FORMS`); every variable is read through `widths.narrow`,
 which slices it to the sampled width in the sampled form.
@@ -11,13 +13,12 @@ which slices it to the sampled width in the sampled form.
 
 import contextlib
 import dataclasses
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Set
 
 import tensorflow as tf
 
 from tunas_search import specs
 from tunas_search.schema import OneOf
-from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
 from tunas_search.supernet import widths
 from tunas_search.supernet.ops import BuildContext
@@ -125,7 +126,8 @@ def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
       fns = [make(c, _in_choice(ctx, e))
              for c, e in zip(value.choices, entries)]
       branches = list(zip(entries, fns))
-      return lambda x: ops.switch(x, branches, None, zeros_fn)
+      return lambda x: ops.switch(x, branches, None, zeros_fn,
+                                  not ctx.dead_branches)
     value = value.choices[index]
   fn = make(value, ctx)
   return lambda x: fn(x, None)
@@ -317,7 +319,7 @@ def _build_oneof(oneof: OneOf, path: str, in_width: Width, out_width: Width,
     else:
       branches_s = branches
     return ops.switch(x, branches_s, base, lambda x: ops.zeros_like_output(
-        x, first.strides, first.width.channels))
+        x, first.strides, first.width.channels), not ctx.dead_branches)
   return Built(apply, first.width, first.strides)
 
 
@@ -408,7 +410,8 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                   decay: Optional[MaskedWeightDecay] = None,
                   uses: Optional[WeightUses] = None,
                   for_xla: Optional[bool] = None,
-                  width_form: str = widths.MASKED) -> tf.Tensor:
+                  width_form: str = widths.MASKED,
+                  differentiated: bool = True) -> tf.Tensor:
   """Builds the network of a masked spec on `images`.
 
   Numpy one-hot masks give a stand-alone network (only the selected ops, exact
@@ -431,8 +434,10 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
       to the training build only.
     uses: if given, records the op scales of every variable this build
       creates or reuses (`WeightUses`, for `deferred.DeferredRMSProp`), and
-      builds the conds' Switches so that weights used once can get dead
-      gradients where unused (`dead_gradients`).
+      builds op choices without conds: a weight of an unselected choice
+      gets a dead gradient, not a zero one (`dead_gradients`). Every
+      weight of a choice must then be used by that choice alone, which
+      the build checks.
     for_xla: build the conds as functional `If` ops, which XLA (TPU,
       `xla.compile`) compiles about 2.5x faster than v1 Switch/Merge; the
       default v1 conds build about 3x faster and suit CPU and GPU graphs
@@ -443,6 +448,10 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
       the sampled width, so a step costs what the sampled network costs;
       docs/method.md section 4). Same values either way, to float
       tolerance. XLA needs static shapes: a build for XLA is always masked.
+    differentiated: whether gradients will be taken through the build.
+      False (e.g. the validation pass) builds op choices without conds,
+      as `uses` does; a gradient through such a build would be dead for
+      every weight of an unselected choice, not zero.
 
   Returns:
     float32 logits [N, num_classes].
@@ -466,15 +475,19 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
   ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
                      model_spec.filters_base, decay=decay, uses=uses,
                      sampled_widths=(width_form == widths.SAMPLED
-                                     and not for_xla))
+                                     and not for_xla),
+                     # Conds cost ~25 graph nodes per choice (`ops.switch`);
+                     # without, an unselected choice's gradients are dead.
+                     dead_branches=(not for_xla and (uses is not None
+                                                     or not differentiated)))
   x = tf.cast(images, dtype)
   width = widths.fixed(images.shape[-1])
+  read: Set[str] = set()
   with contextlib.ExitStack() as stack:
     stack.enter_context(ops.v2_control_flow() if for_xla
                         else ops.v1_control_flow())
-    if uses is not None:
-      # Lets the deferred update give unused weights dead gradients.
-      stack.enter_context(dead_gradients.weight_switches())
+    if ctx.dead_branches and uses is not None:
+      stack.enter_context(_reading_names(read))
     for b, block in enumerate(model_spec.blocks):
       block_width = widths.block_width(block.filters, f'blocks/{b}/filters',
                                        ctx.sampled_widths)
@@ -483,4 +496,46 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                             block_width, ctx)
         x = tf.zeros_like(x) if built.apply is None else built.apply(x)
         width = built.width
-  return _classifier(x, width, num_classes, ctx, dropout_rate)
+    logits = _classifier(x, width, num_classes, ctx, dropout_rate)
+  if read:
+    _check_dead_gradients(uses, read)
+  return logits
+
+
+@contextlib.contextmanager
+def _reading_names(names: Set[str]):
+  """While active, adds the name of every trainable variable got to `names`."""
+  def recording_getter(getter, *args, **kwargs):
+    if kwargs.get('trainable', True):
+      names.add(kwargs['name'])
+    return getter(*args, **kwargs)
+
+  with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(),
+                                   custom_getter=recording_getter):
+    yield
+
+
+def _check_dead_gradients(uses: WeightUses, read: Set[str]) -> None:
+  """Refuses a build whose dead gradients would lose a live one.
+
+  A weight read by an unselected choice of a build without conds gets a
+  dead gradient, which only the deferred update's weights with one use
+  inside a choice may have (`WeightUses.used_once`): TensorFlow sums a
+  weight's gradients with an AddN, dead if any part is, so a weight with a
+  second use could lose a live part, and the update reads the gradients of
+  other weights every step. A weight `uses` does not know of would be
+  updated as if always used. Neither can happen with the builder's layers,
+  which name each weight after the one spec path that uses it; this guards
+  new layer builders.
+  """
+  shared = uses.reused_inside_choices()
+  # Recorded names are spec paths: a build inside a variable scope would
+  # list every weight here (the deferred update matches weights by name).
+  unknown = sorted(read - set(uses.names))
+  if shared or unknown:
+    raise ValueError(
+        'a supernet built for dead gradients of unused weights (deferred '
+        'update) must use each weight of an op choice once, in that choice '
+        f'alone, and record every weight by its name; used more than once: '
+        f'{shared[:5]} ({len(shared)} in all), not recorded: {unknown[:5]} '
+        f'({len(unknown)} in all)')

@@ -1,30 +1,31 @@
 """Dead, not zero, gradients for the weights a step does not use.
 
-In TensorFlow's v1 conds, a tensor that a branch reads from outside enters
-the branch through a Switch, and the Switch's gradient is a Merge of both
-sides: the branch's gradient when the branch ran, else a zero tensor of the
-read tensor's shape, made by a Switch, a Shape and a Fill. TuNAS's optimiser
-needs those zeros, since its RMSProp steps every weight, used or not. The
-deferred form (`deferred.DeferredRMSProp`) updates only the weights a step
-uses, and for it the zeros are wasted: four ops per unused weight and step,
-one of them a pass over the weight's size (the `mobilenet_v3_like_search`
-64x64 deferred step went from 171-188 to 160-162 ms without them).
+TuNAS's optimiser steps every weight, used or not, so a weight read by an op
+choice the step did not select needs a zero gradient: in TensorFlow's v1
+conds, a tensor a branch reads from outside enters through a Switch, whose
+gradient is the branch's gradient when the branch ran and else a zero tensor
+of the read's shape (a Switch, a Shape and a Fill, one a pass over the
+weight's size). The deferred form (`deferred.DeferredRMSProp`) updates only
+the weights a step uses, and for it the zeros are wasted (the
+`mobilenet_v3_like_search` 64x64 deferred step went from 171-188 to 160-162
+ms without them).
 
-Switches built inside `weight_switches()` take the gradient
-`_weight_switch_grad`: while `dead_when_unused(reads)` is active, a Switch
-whose input is one of `reads` (or a slice of one, or a Switch of either, as
-nested conds chain them) gets the gradient of its taken side alone: dead
-when that side did not run, which TensorFlow's executor propagates without
-running anything (TensorFlow's gradient for a captured resource handle is
-dead the same way). Any other Switch, and every Switch outside `dead_when_unused`,
-keeps TensorFlow's gradient.
-
-A dead gradient only reaches ops that cannot run in such a step: a sum of a
+So a build for the deferred form has no conds at all (`ops.switch` with
+`conds=False`): each choice computes on an input that is dead when it is
+not selected, TensorFlow's executor skips every op a dead tensor reaches,
+and the gradient of a weight such a choice reads is dead as well. A dead
+gradient must only reach ops that cannot run in such a step: a sum of a
 weight's gradients is dead if one part is (an AddN is not a Merge), so only
-a weight with exactly one use inside a choice may be given one
-(`weights.WeightUses.used_once`). Whatever must run every step, e.g. the
-finite check and the gradient-sync barrier, reads `or_zero` of a per-group
-scalar instead of the gradients themselves.
+a weight used by one choice and nowhere else may be given one
+(`weights.WeightUses.used_once`; `builder.build_network` checks it).
+Whatever must run every step, e.g. the finite check and the gradient-sync
+barrier, reads `or_zero` of a per-group scalar instead of the gradients
+themselves.
+
+A weight read outside the network's choices, e.g. by its masked
+weight-decay term, is made dead the same way by `route`: while
+`dead_when_unused(reads)` is active, the Switch `route` builds passes its
+taken side's gradient alone, dead where `pred` was false.
 
 Merges built outside any cond inside `merges()` (the op switches' routing,
 `or_zero`) take `_merge_grad`, a smaller graph for TensorFlow's Merge
@@ -42,24 +43,15 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_grad  # pylint: disable=g-direct-tensorflow-import
 
 SWITCH_GRADIENT = 'TunasWeightSwitch'
-# Ops between a weight's read and a Switch that routes it: nested conds'
-# Switches and `widths.narrow`'s slice.
-_PASS_THROUGH = ('Switch', 'Slice')
+# Ops between a weight's read and `route`'s Switch: `widths.narrow`'s slice.
+_PASS_THROUGH = ('Slice',)
 # The reads given dead gradients, innermost `dead_when_unused` last.
 _READS: List[frozenset] = [frozenset()]
 
 
 @contextlib.contextmanager
-def weight_switches():
-  """Switch ops built while active take `_weight_switch_grad`."""
-  graph = tf.compat.v1.get_default_graph()
-  with graph.gradient_override_map({'Switch': SWITCH_GRADIENT}):
-    yield
-
-
-@contextlib.contextmanager
 def dead_when_unused(reads: Iterable[tf.Tensor]):
-  """While active, gradients of `reads` are dead where a branch did not run.
+  """While active, gradients of `reads` through `route` are dead where unused.
 
   Wrap the `tf.gradients` call in it.
 
@@ -74,7 +66,7 @@ def dead_when_unused(reads: Iterable[tf.Tensor]):
 
 
 def _reads_weight(t: tf.Tensor) -> bool:
-  """Whether `t` is one of the active reads, or routes one."""
+  """Whether `t` is one of the active reads, or a slice of one."""
   reads = _READS[-1]
   if not reads:
     return False
@@ -87,32 +79,28 @@ def _reads_weight(t: tf.Tensor) -> bool:
 
 @tf.RegisterGradient(SWITCH_GRADIENT)
 def _weight_switch_grad(op, *grads):
-  """The taken side's gradient alone for a weight's Switch, else TF's.
+  """`route`'s Switch: its taken side's gradient alone for an active read.
 
-  A cond's Switch leads to its branch (`branch` of its context); a Switch
-  outside any cond (`route`) leads on through its true output.
+  TensorFlow's gradient for any other Switch (one in a cond, or one whose
+  input is not among the active reads).
   """
-  context = op._get_control_flow_context()  # pylint: disable=protected-access
-  if context is None:
-    taken = 1
-  else:
-    taken = getattr(context, 'branch', None)  # None: a while loop.
-  if taken is None or not _reads_weight(op.inputs[0]):
+  if (op._get_control_flow_context() is not None  # pylint: disable=protected-access
+      or not _reads_weight(op.inputs[0])):
     return control_flow_grad._SwitchGrad(op, *grads)  # pylint: disable=protected-access
-  # The taken side's gradient as it is: dead unless that side ran. (A Merge
+  # The taken side's gradient as it is: dead unless `pred` held. (A Merge
   # of it with itself, as TensorFlow does for a captured resource, logs a
-  # warning each time it runs live.) A value read outside its cond is valid
-  # where, as here, no while loop is involved.
-  return grads[taken], None
+  # warning each time it runs live.)
+  return grads[1], None
 
 
 def route(x: tf.Tensor, pred: tf.Tensor) -> tf.Tensor:
   """`x` when `pred`, else dead; build it outside any control flow.
 
-  Inside `weight_switches()` and `dead_when_unused`, a weight read routed
-  here gets a dead gradient where `pred` is false (module docstring).
+  Inside `dead_when_unused`, a weight read (or a slice of one) routed here
+  gets a dead gradient where `pred` is false (module docstring).
   """
-  with weight_switches():
+  graph = tf.compat.v1.get_default_graph()
+  with graph.gradient_override_map({'Switch': SWITCH_GRADIENT}):
     _, take = tf.raw_ops.Switch(data=x, pred=pred)
   return take
 

@@ -47,6 +47,9 @@ class BuildContext:
     sampled_widths: compute searched widths at their sampled size instead of
       masking the largest (`widths.WIDTH_FORMS`).
     uses: records each variable's op scales (`weights.WeightUses`), or None.
+    dead_branches: build each op choice's branch on its routed input alone,
+      without a cond (`switch`): an unselected branch is dead throughout,
+      and so are the gradients of the weights it reads.
   """
   is_training: bool
   batch_norm_mode: str
@@ -58,6 +61,7 @@ class BuildContext:
   decay: Optional['weights.MaskedWeightDecay'] = None
   sampled_widths: bool = False
   uses: Optional['weights.WeightUses'] = None
+  dead_branches: bool = False
 
   def record(self, scope: str, *names: str) -> None:
     """Records `scope/name` for each name as used under `op_scale`."""
@@ -365,14 +369,19 @@ def _dead_zeros(x: tf.Tensor, zeros_fn: Callable[[tf.Tensor], tf.Tensor]
 
 def _routed_switch(x: tf.Tensor, branches: List[Branch],
                    base: Optional[tf.Tensor],
-                   zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
-  """`switch` as one cond per branch between Switch/Merge routing.
+                   zeros_fn: Callable[[tf.Tensor], tf.Tensor],
+                   conds: bool = True) -> tf.Tensor:
+  """`switch` as branches between Switch/Merge routing.
 
   The routing ops are built outside any control-flow context (their
-  gradients are `dead_gradients.routing()`'s); each branch is a
-  `tf.cond` in the caller's context, so a weight it reads still gets a zero
-  gradient when the branch is inactive (TuNAS's optimiser steps every
-  weight), also inside an enclosing op choice.
+  gradients are `dead_gradients.routing()`'s). With `conds`, each branch is
+  a `tf.cond` in the caller's context, so a weight it reads still gets a
+  zero gradient when the branch is inactive (TuNAS's optimiser steps every
+  weight), also inside an enclosing op choice. Without, each branch is
+  built on its routed input, and every op of it waits on that input: an
+  inactive branch is dead throughout, its weights' gradients too, and costs
+  no Switch per tensor it reads nor a cond's Merge and pivots (~25 graph
+  nodes per choice; a step's nodes cost about as much dead as live).
   """
   graph = tf.compat.v1.get_default_graph()
   outer = graph._get_control_flow_context()  # pylint: disable=protected-access
@@ -389,6 +398,12 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
   taps, none = context_free(_route, x, active)
   outputs = []
   for tap, a, (coef, fn) in zip(taps, active, branches):
+    if not conds:
+      # The control edge also kills what reads no activation: a weight's
+      # cast to bfloat16, slice to a sampled width or BN scale product.
+      with tf.control_dependencies([tap]):
+        outputs.append(fn(tap, coef))
+      continue
     shape = []
 
     def taken(tap=tap, coef=coef, fn=fn, shape=shape):
@@ -427,7 +442,8 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
 
 
 def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
-           zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+           zeros_fn: Callable[[tf.Tensor], tf.Tensor],
+           conds: bool = True) -> tf.Tensor:
   """`base + sum_i fn_i(x, coef_i)` over the branches with `coef_i > 0`.
 
   Only branches with a positive mask entry run (docs/method.md section 4),
@@ -440,6 +456,11 @@ def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
     base: optional tensor to add the outputs to (e.g. a residual input).
     zeros_fn: `zeros_fn(x)` makes the output when no branch is active and
       there is no base.
+    conds: each branch in a v1 `tf.cond`, whose gradient for a weight it
+      reads is zero when the branch is inactive. False (v1 control flow
+      only): dead, not zero, which only a weight used by one branch and
+      nowhere else may get (`dead_gradients`), or a build no gradient is
+      taken through.
 
   Returns:
     The sum, shaped like a branch output.
@@ -447,7 +468,7 @@ def switch(x: tf.Tensor, branches: List[Branch], base: Optional[tf.Tensor],
   if tf.compat.v1.control_flow_v2_enabled():
     # Functional conds (XLA) cannot be routed by context-free Switch/Merge.
     return _nested_switch(x, branches, base, zeros_fn)
-  return _routed_switch(x, branches, base, zeros_fn)
+  return _routed_switch(x, branches, base, zeros_fn, conds)
 
 
 @contextlib.contextmanager

@@ -182,6 +182,14 @@ class WeightUses:
     """The recorded names, in the order they were first added."""
     return list(self._scales)
 
+  def reused_inside_choices(self) -> List[str]:
+    """Names recorded inside a searched choice and more than once.
+
+    Such a weight cannot be given a dead gradient (`used_once`).
+    """
+    return [name for name, scales in self._scales.items()
+            if len(scales) > 1 and any(s is not None for s in scales)]
+
   def used_once(self) -> List[str]:
     """Names recorded exactly once, inside a searched choice.
 
