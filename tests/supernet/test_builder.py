@@ -293,7 +293,7 @@ def test_only_a_build_for_zero_gradients_has_conds():
   assert not _has_conds(differentiated=False, for_xla=True)  # Functional.
 
 
-def test_a_deferred_build_refuses_weights_it_cannot_name():
+def test_a_deferred_build_refuses_unrecorded_or_reused_weights():
   # Its recorded names are spec paths; inside a variable scope no weight
   # matches, and dead gradients would skip updates the optimiser expects.
   with tf.Graph().as_default():

@@ -222,11 +222,11 @@ def _random_masks(spec, rng):
 
 def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED,
                         uses=None):
-  """The loss, and its gradients for the images and every weight.
+  """The loss, its gradients for the images and every weight, and two lists.
 
   With `uses` (a build without conds), a weight whose gradient is dead is
-  left out of the gradients and listed in `uses.dead`, and a weight whose
-  every use has op scale 0 in `uses.unused`.
+  left out of the gradients and listed first; the second list names the
+  weights whose every recorded op scale is 0. Both are empty without `uses`.
   """
   graph = tf.Graph()
   with graph.as_default():
@@ -239,27 +239,42 @@ def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED,
     loss = tf.reduce_sum(logits * tf.constant(
         np.random.default_rng(1).normal(size=(4, 5)).astype('f4')))
     weights = tf.compat.v1.trainable_variables()
-    grads = tf.gradients(loss, [images] + weights)
-    names = ['images'] + [w.op.name for w in weights]
+    grads = dict(zip(['images'] + [w.op.name for w in weights],
+                     tf.gradients(loss, [images] + weights)))
     with tf.compat.v1.Session() as session:
       session.run(tf.compat.v1.global_variables_initializer())
-      if uses is None:
-        values = session.run([loss] + grads)
-        return values[0], dict(zip(names, values[1:]))
-      scales = session.run({n: uses.scales(n) for n in uses.names
-                            if uses.scales(n) is not None})
-      uses.unused = [n for n, v in scales.items() if not any(v)]
+      unused = []
+      if uses is not None:
+        scales = session.run({n: uses.scales(n) for n in uses.names
+                              if uses.scales(n) is not None})
+        unused = [n for n, v in scales.items() if not any(v)]
       # One run for the gradients expected live, one each for the others.
-      live = {n: g for n, g in zip(names, grads) if n not in uses.unused}
-      values, uses.dead = session.run([loss, live]), []
-      for name, grad in zip(names, grads):
-        if name in uses.unused:
-          try:
-            values[1][name] = session.run(grad)
-          except tf.errors.InvalidArgumentError as e:
-            assert 'does not have value' in str(e)  # A dead tensor.
-            uses.dead.append(name)
-      return values
+      value, live = session.run(
+          [loss, {n: g for n, g in grads.items() if n not in unused}])
+      dead = []
+      for name in unused:
+        try:
+          live[name] = session.run(grads[name])
+        except tf.errors.InvalidArgumentError as e:
+          assert 'does not have value' in str(e)  # A dead tensor.
+          dead.append(name)
+  return value, live, dead, unused
+
+
+def _validation_loss(spec, masks, width_form):
+  """The loss of a build no gradient is taken through (no conds)."""
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(0)
+    fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
+    logits = build_network(schema.with_masks(spec, fed),
+                           tf.constant(_images(channels=3)), 5,
+                           is_training=True, batch_norm_mode='batch',
+                           width_form=width_form, differentiated=False)
+    loss = tf.reduce_sum(logits * tf.constant(
+        np.random.default_rng(1).normal(size=(4, 5)).astype('f4')))
+    with tf.compat.v1.Session() as session:
+      session.run(tf.compat.v1.global_variables_initializer())
+      return session.run(loss)
 
 
 @pytest.mark.parametrize('width_form', [widths.MASKED, widths.SAMPLED])
@@ -271,28 +286,48 @@ def test_routed_switch_matches_functional_conds(width_form):
   # the kernel size nested inside the skippable layer.
   # Without conds (the deferred update's build), the same loss and live
   # gradients, and a dead gradient for exactly the weights whose every use
-  # has op scale 0.
+  # has op scale 0; and the same loss in a build for no gradients.
   spec = _tiny_spec()
   rng = np.random.default_rng(0)
+  seen_dead = 0
   for _ in range(6):
     masks = _random_masks(spec, rng)
-    loss_v1, grads_v1 = _loss_and_gradients(spec, masks, False, width_form)
-    loss_v2, grads_v2 = _loss_and_gradients(spec, masks, True, width_form)
-    uses = WeightUses()
-    loss_dead, grads_dead = _loss_and_gradients(spec, masks, False,
-                                                width_form, uses)
+    loss_v1, grads_v1, _, _ = _loss_and_gradients(spec, masks, False,
+                                                  width_form)
+    loss_v2, grads_v2, _, _ = _loss_and_gradients(spec, masks, True,
+                                                  width_form)
+    loss_dead, grads_dead, dead, unused = _loss_and_gradients(
+        spec, masks, False, width_form, WeightUses())
     np.testing.assert_allclose(loss_v1, loss_v2, rtol=1e-5)
     np.testing.assert_allclose(loss_dead, loss_v2, rtol=1e-5)
+    np.testing.assert_allclose(_validation_loss(spec, masks, width_form),
+                               loss_v2, rtol=1e-5)
     assert sorted(grads_v1) == sorted(grads_v2)
-    assert sorted(list(grads_dead) + uses.dead) == sorted(grads_v2)
+    assert sorted(list(grads_dead) + dead) == sorted(grads_v2)
+    assert sorted(dead) == sorted(unused)
+    seen_dead += len(dead)
     for name, want in grads_v2.items():
       np.testing.assert_allclose(grads_v1[name], want, rtol=1e-4, atol=1e-5,
                                  err_msg=f'{name} with masks {masks}')
       if name in grads_dead:
         np.testing.assert_allclose(grads_dead[name], want, rtol=1e-4,
                                    atol=1e-5, err_msg=f'{name} {masks}')
-    assert sorted(uses.dead) == sorted(uses.unused)
+  assert seen_dead  # The masks left some weights unused.
 
+
+def _ops_run(fetch):
+  """The names of the ops one traced run of `fetch` ran, in its own session.
+
+  Step stats list the ops that ran; dead ones do not.
+  """
+  metadata = tf.compat.v1.RunMetadata()
+  with tf.compat.v1.Session() as session:
+    session.run(tf.compat.v1.global_variables_initializer())
+    session.run(fetch, options=tf.compat.v1.RunOptions(
+        trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                run_metadata=metadata)
+  return [node.node_name for dev in metadata.step_stats.dev_stats
+          for node in dev.node_stats]
 
 
 def test_inactive_choices_add_no_tensor_to_the_input_gradient():
@@ -314,16 +349,34 @@ def test_inactive_choices_add_no_tensor_to_the_input_gradient():
                              is_training=True, batch_norm_mode='batch')
       grads = tf.gradients(logits, tf.compat.v1.trainable_variables())
       total = tf.add_n([tf.reduce_sum(g) for g in grads])
-      metadata = tf.compat.v1.RunMetadata()
-      with tf.compat.v1.Session() as session:
-        session.run(tf.compat.v1.global_variables_initializer())
-        session.run(total, options=tf.compat.v1.RunOptions(
-            trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
-                    run_metadata=metadata)
+      names = _ops_run(total)
     types = {op.name: op.type for op in graph.get_operations()}
-    # Step stats list the ops that ran (dead ones do not).
-    ran = [types.get(node.node_name) for dev in metadata.step_stats.dev_stats
-           for node in dev.node_stats]
+    ran = [types.get(name) for name in names]
     assert 'Conv2DBackpropInput' in ran
     return ran.count('AddN')
   assert sums_run(4) == sums_run(1)
+
+
+def test_an_unselected_choice_without_conds_runs_no_op_on_its_weights():
+  # Its control edge from the routed input makes even the ops that read no
+  # activation dead: here each weight's cast to bfloat16.
+  spec = ConvTower((Block((OneOf((Conv(3), Conv(5)), schema.OP),), 8),))
+  graph = tf.Graph()
+  with graph.as_default():
+    mask = tf.compat.v1.placeholder_with_default(
+        np.array([1.0, 0.0], 'f4'), [2])
+    logits = build_network(schema.with_masks(spec, [mask]),
+                           tf.constant(_images()), 3, is_training=True,
+                           batch_norm_mode='batch', dtype=tf.bfloat16,
+                           differentiated=False)
+    ran = set(_ops_run(logits))
+
+  def weight_side(choice):
+    """The ops reading choice's weights, and what reads those reads."""
+    reads = [op for op in graph.get_operations() if op.type == 'ReadVariableOp'
+             and f'/choices/{choice}/' in op.inputs[0].name]
+    return reads + [c for r in reads for t in r.outputs for c in t.consumers()]
+
+  casts = [op.name for op in weight_side(1) if op.type == 'Cast']
+  assert casts and not ran & {op.name for op in weight_side(1)}
+  assert ran & {op.name for op in weight_side(0) if op.type == 'Cast'}
