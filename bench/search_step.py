@@ -61,7 +61,15 @@ Keys:
     --repeats).
   The run's settings: benchmark ('search_step'), search_space, image_size,
     train_batch_size, validation_batch_size, architecture (the pinned
-    architecture string).
+    architecture string), sides (what was built and timed).
+
+--sides limits the run to some sides (all by default); a ratio is printed
+only when every part of it was timed. `--sides=search,parts` builds two
+graphs instead of seven and skips the new architectures, so that an A/B of
+two versions of the code on one machine (bench/gpu/checks.sh's bench_ab)
+fits a short lease. With TUNAS_BENCH_CODE=DIR in the environment, the
+library and search spaces come from the checkout DIR, not this one (the
+script's calls into them are the same since 2026-11-26).
 """
 
 import argparse
@@ -71,7 +79,13 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# TUNAS_BENCH_CODE names another checkout whose tunas_search/ and
+# search_spaces/ to time with this script (an A/B of two versions).
+CODE = os.path.abspath(os.environ.get('TUNAS_BENCH_CODE') or os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))))
+if not os.path.isdir(os.path.join(CODE, 'tunas_search')):
+  sys.exit(f'search_step.py: TUNAS_BENCH_CODE {CODE!r} holds no tunas_search/')
+sys.path.insert(0, CODE)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -299,6 +313,69 @@ def parts(config, spec, indices, rng, widest: bool):
   return session, train, inference
 
 
+# What each side builds: its timed keys (`<key>_ms` in the output).
+SIDES = {
+    'search': ('search',),
+    'masked': ('search_masked',),
+    'every_step': ('search_every_step',),
+    'serialised': ('search_serialised',),
+    'parts': ('train', 'inference'),
+    'widest': ('train_widest', 'inference_widest'),
+    'overhead': ('overhead',),
+    'supernet_update': ('supernet_update',),
+    'new_archs': ('new_arch_first_sampled', 'new_arch_repeated_sampled',
+                  'new_arch_first_masked', 'new_arch_repeated_masked'),
+}
+# Sides that time another side's graph (they need it built).
+_NEEDS = {'supernet_update': 'search', 'new_archs': 'search'}
+# key: (numerator parts, denominator parts, digits), in output order.
+RATIOS = {
+    'search_vs_sampled_parts_ratio': (('search',), ('train', 'inference'), 3),
+    'every_step_vs_sampled_parts_ratio': (('search_every_step',),
+                                          ('train', 'inference'), 3),
+    'search_vs_parts_ratio': (('search_masked',),
+                              ('train_widest', 'inference_widest'), 3),
+    'sampled_vs_masked_step_ratio': (('search',), ('search_masked',), 3),
+    'overlap_gain': (('search_serialised',), ('search',), 3),
+    'deferred_vs_every_step_ratio': (('search',), ('search_every_step',), 3),
+    'overhead_share': (('overhead',), ('search',), 4),
+    'new_architecture_ratio': (('new_arch_first_sampled',),
+                               ('new_arch_repeated_sampled',), 3),
+    'new_architecture_masked_ratio': (('new_arch_first_masked',),
+                                      ('new_arch_repeated_masked',), 3),
+}
+
+
+def parse_sides(text: str):
+  """The sides named in `text` ('all' or a comma list), in SIDES order.
+
+  Raises:
+    ValueError: naming an unknown side and the valid ones, or a side whose
+      graph another side it needs is not named with it.
+  """
+  names = list(SIDES) if text == 'all' else [
+      n.strip() for n in text.split(',') if n.strip()]
+  unknown = [n for n in names if n not in SIDES]
+  if unknown or not names:
+    raise ValueError(f'unknown --sides {unknown or text!r}; valid: all or a '
+                     f'comma list of {", ".join(SIDES)}')
+  for side, needed in _NEEDS.items():
+    if side in names and needed not in names:
+      raise ValueError(f'--sides {side} times the {needed!r} side\'s '
+                       f'graph: name {needed} too')
+  return [n for n in SIDES if n in names]
+
+
+def ratios(ms):
+  """Every ratio of RATIOS whose parts were all timed in `ms` (ms by key)."""
+  out = {}
+  for key, (numerator, denominator, digits) in RATIOS.items():
+    if all(k in ms for k in numerator + denominator):
+      out[key] = round(sum(ms[k] for k in numerator)
+                       / sum(ms[k] for k in denominator), digits)
+  return out
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--search_space', default='proxylessnas_search')
@@ -310,7 +387,16 @@ def main():
                       help='seed of the random architecture measured')
   parser.add_argument('--new_archs', type=int, default=6,
                       help='architectures of the new-architecture ratios')
+  parser.add_argument('--sides', default='all',
+                      help='what to build and time: all, or a comma list of '
+                      + ', '.join(SIDES) + ' (a ratio is printed when all '
+                      'its parts were timed; fewer sides build faster, e.g. '
+                      'search,parts for an A/B of two versions)')
   args = parser.parse_args()
+  try:
+    sides = parse_sides(args.sides)
+  except ValueError as e:
+    parser.error(str(e))
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
@@ -322,22 +408,26 @@ def main():
   # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
   assert sampled_config.defers_unused_weight_steps
   fetches = {}
-  fetches['search'] = search_step(sampled_config, spec, indices, rng)
-  fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
-  fetches['search_every_step'] = search_step(
-      _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng)
-  fetches['search_serialised'] = search_step(sampled_config, spec, indices,
-                                             rng, overlap=False)
-  session, train, inference = parts(sampled_config, spec, indices, rng,
-                                    widest=False)
-  fetches['train'], fetches['inference'] = (session, train), (session,
-                                                              inference)
-  session, train, inference = parts(sampled_config, spec, indices, rng,
-                                    widest=True)
-  fetches['train_widest'] = (session, train)
-  fetches['inference_widest'] = (session, inference)
-  fetches['overhead'] = overhead_only(sampled_config, spec, rng)
-  fetches['supernet_update'] = supernet_update(fetches['search'][0])
+  if 'search' in sides:
+    fetches['search'] = search_step(sampled_config, spec, indices, rng)
+  if 'masked' in sides:
+    fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
+  if 'every_step' in sides:
+    fetches['search_every_step'] = search_step(
+        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng)
+  if 'serialised' in sides:
+    fetches['search_serialised'] = search_step(sampled_config, spec, indices,
+                                               rng, overlap=False)
+  for side, widest in (('parts', False), ('widest', True)):
+    if side in sides:
+      session, train, inference = parts(sampled_config, spec, indices, rng,
+                                        widest=widest)
+      for key, fetch in zip(SIDES[side], (train, inference)):
+        fetches[key] = (session, fetch)
+  if 'overhead' in sides:
+    fetches['overhead'] = overhead_only(sampled_config, spec, rng)
+  if 'supernet_update' in sides:
+    fetches['supernet_update'] = supernet_update(fetches['search'][0])
   # Interleave the measurements so machine noise hits every side alike.
   measured = {k: [] for k in fetches}
   for _ in range(args.repeats):
@@ -346,11 +436,13 @@ def main():
   # The fastest repeat of each side: noise on a shared machine only adds.
   ms = {k: 1000 * float(np.min(v)) for k, v in measured.items()}
   seeds = [args.arch_seed + 1 + i for i in range(args.new_archs)]
-  for key, name in (('search', 'sampled'), ('search_masked', 'masked')):
-    first, repeated = new_architectures(fetches[key], spec, seeds,
-                                        args.steps)
-    ms[f'new_arch_first_{name}'] = 1000 * first
-    ms[f'new_arch_repeated_{name}'] = 1000 * repeated
+  if 'new_archs' in sides and seeds:
+    for key, name in (('search', 'sampled'), ('search_masked', 'masked')):
+      if key in fetches:
+        first, repeated = new_architectures(fetches[key], spec, seeds,
+                                            args.steps)
+        ms[f'new_arch_first_{name}'] = 1000 * first
+        ms[f'new_arch_repeated_{name}'] = 1000 * repeated
   config = sampled_config
   print(json.dumps({
       'benchmark': 'search_step',
@@ -359,23 +451,10 @@ def main():
       'train_batch_size': args.batch_size,
       'validation_batch_size': config.validation_batch_size,
       'architecture': architecture.format_indices(indices),
+      'sides': sides,
+      'code': CODE,
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
-      'search_vs_sampled_parts_ratio': round(
-          ms['search'] / (ms['train'] + ms['inference']), 3),
-      'every_step_vs_sampled_parts_ratio': round(
-          ms['search_every_step'] / (ms['train'] + ms['inference']), 3),
-      'search_vs_parts_ratio': round(ms['search_masked'] / (
-          ms['train_widest'] + ms['inference_widest']), 3),
-      'sampled_vs_masked_step_ratio': round(
-          ms['search'] / ms['search_masked'], 3),
-      'overlap_gain': round(ms['search_serialised'] / ms['search'], 3),
-      'deferred_vs_every_step_ratio': round(
-          ms['search'] / ms['search_every_step'], 3),
-      'overhead_share': round(ms['overhead'] / ms['search'], 4),
-      'new_architecture_ratio': round(
-          ms['new_arch_first_sampled'] / ms['new_arch_repeated_sampled'], 3),
-      'new_architecture_masked_ratio': round(
-          ms['new_arch_first_masked'] / ms['new_arch_repeated_masked'], 3),
+      **ratios(ms),
   }, indent=2))
 
 

@@ -13,7 +13,12 @@
 # /tmp/gpu_checks). Each part has a time limit (seconds, from the
 # environment: TESTS_S, BENCH_STEP_S, BENCH_OPS_S) so that the whole run
 # fits a lease; what ran past its limit says so in its log (rc=124).
-# CHECKS picks the parts (default "tests bench_step bench_ops"). On the
+# CHECKS picks the parts (default "tests bench_step bench_ops"); bench_ab
+# (not a default) times the search step of this checkout against the one in
+# $BASELINE (e.g. `git archive COMMIT | tar -x -C DIR` of an earlier commit),
+# alternating A, B, A, B with `search_step.py --sides=search,parts`: the
+# only comparison of two versions that one machine's run-to-run spread
+# allows (BENCH_AB_S, default 400 s, split over the four runs). On the
 # 2026-11-26 H100 the tests and smoke took 225 s and bench_step 167 s (its
 # kernels mostly compiled by then): split the parts over two commands where
 # one may run 10 minutes.
@@ -29,11 +34,18 @@ OUT=$(realpath -m "${OUT:-/tmp/gpu_checks}")
 cd "$(dirname "$0")/../.." || exit 2
 CHECKS=${CHECKS:-tests bench_step bench_ops}
 for c in $CHECKS; do
-  case $c in tests|bench_step|bench_ops) ;;
-    *) echo "checks.sh: unknown check '$c' in CHECKS (valid: tests bench_step bench_ops)" >&2
+  case $c in tests|bench_step|bench_ops|bench_ab) ;;
+    *) echo "checks.sh: unknown check '$c' in CHECKS (valid: tests bench_step bench_ops bench_ab)" >&2
        exit 2;;
   esac
 done
+if [[ " $CHECKS " == *" bench_ab "* ]]; then
+  BASELINE=$(realpath -m "${BASELINE:-}")
+  if [ ! -d "$BASELINE/tunas_search" ]; then
+    echo "checks.sh: bench_ab needs BASELINE=DIR holding another checkout's tunas_search/ (got '$BASELINE')" >&2
+    exit 2
+  fi
+fi
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
 mkdir -p "$OUT" "$ROOT"
 T0=$(date +%s); say() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
@@ -86,5 +98,16 @@ timeout "${BENCH_OPS_S:-240}" "$PY" bench/step_cost.py --op_towers_only \
   --image_size 28 --batch 64 --tower_rounds 4 \
   > "$OUT/step_cost.txt" 2>&1; printf "\nrc=%s\n" "$?" >> "$OUT/step_cost.txt"
 say step_cost; grep -E 'op_choices_7_vs_1_ratio|rc=' "$OUT/step_cost.txt"
+fi
+if want bench_ab; then
+for run in a1 b1 a2 b2; do
+  code=$PWD; [ "${run:0:1}" = b ] && code=$BASELINE
+  TUNAS_BENCH_CODE=$code timeout $(( ${BENCH_AB_S:-400} / 4 )) "$PY" \
+    bench/search_step.py --search_space=proxylessnas_search --image_size=64 \
+    --sides=search,parts --repeats=3 > "$OUT/ab_$run.txt" 2>&1
+  printf "\nrc=%s\n" "$?" >> "$OUT/ab_$run.txt"
+  say "ab $run ($code)"
+  grep -E '"search_ms"|search_vs_sampled_parts_ratio|rc=' "$OUT/ab_$run.txt"
+done
 fi
 pkill -f 'nvidia-smi dmon'; say done

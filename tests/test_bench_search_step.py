@@ -1,0 +1,60 @@
+"""Tests of bench/search_step.py's sides and ratios.
+
+The benchmark's timings are measured by running it (`make bench`), never in
+a test; these tests check only which sides a run builds and the arithmetic
+of the ratios it prints.
+"""
+
+import pytest
+
+from tests import files
+
+
+@pytest.fixture(scope='module')
+def search_step():
+  return files.load_script('bench', 'search_step.py')
+
+
+def test_all_names_every_side_in_order(search_step):
+  assert search_step.parse_sides('all') == list(search_step.SIDES)
+
+
+def test_sides_come_in_table_order_whatever_the_order_given(search_step):
+  assert search_step.parse_sides('parts, search') == ['search', 'parts']
+
+
+@pytest.mark.parametrize('text, match', [
+    ('search,widths', r"unknown --sides \['widths'\]; valid: all or .*parts"),
+    ('', "unknown --sides ''"),
+    ('new_archs,parts', "new_archs times the 'search' side's graph"),
+    ('supernet_update', "supernet_update times the 'search' side's graph"),
+])
+def test_bad_sides_are_refused_naming_the_choices(search_step, text, match):
+  with pytest.raises(ValueError, match=match):
+    search_step.parse_sides(text)
+
+
+def test_every_timed_key_belongs_to_one_side(search_step):
+  keys = [k for side in search_step.SIDES.values() for k in side]
+  assert len(keys) == len(set(keys))
+  for numerator, denominator, _ in search_step.RATIOS.values():
+    assert set(numerator + denominator) <= set(keys)
+
+
+def test_ratios_divide_the_sums_of_their_parts(search_step):
+  ms = {'search': 30.0, 'train': 20.0, 'inference': 5.0,
+        'search_every_step': 40.0, 'overhead': 0.3}
+  assert search_step.ratios(ms) == {
+      'search_vs_sampled_parts_ratio': 1.2,
+      'every_step_vs_sampled_parts_ratio': 1.6,
+      'deferred_vs_every_step_ratio': 0.75,
+      'overhead_share': 0.01,
+  }
+
+
+def test_a_ratio_missing_a_part_is_left_out(search_step):
+  # search,parts (an A/B run): the masked and new-architecture ratios have
+  # no parts, and no ratio divides by a missing side's zero.
+  ratios = search_step.ratios({'search': 12.0, 'train': 8.0,
+                               'inference': 2.0})
+  assert ratios == {'search_vs_sampled_parts_ratio': 1.2}
