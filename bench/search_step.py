@@ -62,6 +62,17 @@ Keys:
   The run's settings: benchmark ('search_step'), search_space, image_size,
     train_batch_size, validation_batch_size, architecture (the pinned
     architecture string), sides (what was built and timed).
+  trace (with --trace_dir DIR): per timed key, the summary of one run of it
+    with a software trace (bench/trace_summary.py's keys: where the step's
+    time went, its critical path), its RunMetadata written to
+    DIR/<key>.run_metadata.pb.gz; tracing slows ops, so a trace's step_ms
+    reads above the timed one.
+
+Every session is configured as the search's (`tpu.session_config` with
+`search_graph`; the overhead and supernet-update sides too) or, for the
+stand-alone parts, as stand-alone training's. Before 2026-11-27 all ran
+TensorFlow's default config, whose remapper and memory optimiser the
+search's config turned off on a CPU.
 
 --sides limits the run to some sides (all by default); a ratio is printed
 only when every part of it was timed. `--sides=search,parts` builds two
@@ -86,6 +97,10 @@ CODE = os.path.abspath(os.environ.get('TUNAS_BENCH_CODE') or os.path.dirname(
 if not os.path.isdir(os.path.join(CODE, 'tunas_search')):
   sys.exit(f'search_step.py: TUNAS_BENCH_CODE {CODE!r} holds no tunas_search/')
 sys.path.insert(0, CODE)
+# trace_summary.py beside this script (already on the path when it runs as one).
+_BENCH = os.path.dirname(os.path.abspath(__file__))
+if _BENCH not in sys.path:
+  sys.path.append(_BENCH)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -103,6 +118,7 @@ from tunas_search import search
 from tunas_search import supernet
 from tunas_search import tpu
 from tunas_search.config import SearchConfig
+import trace_summary
 
 tf1 = tf.compat.v1
 _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
@@ -135,6 +151,13 @@ def _batch(config: SearchConfig, rng):
           {'train_labels': labels(b), 'validation_labels': labels(v)})
 
 
+def _session(graph: tf.Graph, search_graph: bool = True) -> tf1.Session:
+  """A session configured as a search's (or stand-alone training's) is."""
+  return tf1.Session(graph=graph, config=tpu.session_config(
+      has_gpu=bool(tf.config.list_physical_devices('GPU')),
+      search_graph=search_graph))
+
+
 def _time(session, fetch, steps: int) -> float:
   """Median seconds per run of `fetch` after two warm-up runs."""
   for _ in range(2):
@@ -145,6 +168,21 @@ def _time(session, fetch, steps: int) -> float:
     session.run(fetch)
     times.append(time.perf_counter() - start)
   return float(np.median(times))
+
+
+def trace(session, fetch, path: str, top: int = 5):
+  """Runs `fetch` once with a software trace; its summary (trace_summary).
+
+  Writes the step's RunMetadata, partition graphs included, gzipped to
+  `path`, for `bench/trace_summary.py` or TensorBoard's profiler to read
+  later (on another machine: a GPU lease brings the file back).
+  """
+  options = tf1.RunOptions(trace_level=tf1.RunOptions.SOFTWARE_TRACE,
+                           output_partition_graphs=True)
+  meta = tf1.RunMetadata()
+  session.run(fetch, options=options, run_metadata=meta)
+  trace_summary.write(meta, path)
+  return trace_summary.summarize(meta, top)
 
 
 def _pin_controller(decisions, indices):
@@ -187,7 +225,7 @@ def search_step(config, spec, indices, rng, overlap: bool = True):
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
     pin = _pin_controller(schema.decisions(spec), indices)
-    session = tf1.Session(graph=graph)
+    session = _session(graph)
     session.run(tf1.global_variables_initializer())
     session.run(pin)
   return session, [est_spec.train_op, packed]
@@ -222,7 +260,7 @@ def overhead_only(config, spec, rng):
     scalars = search.logit_summaries(decisions, logits)
     scalars.update({'reward': terms.reward, 'cost': cost})
     _, packed = tpu.pack_summaries(scalars)
-    session = tf1.Session(graph=graph)
+    session = _session(graph)
     session.run(tf1.global_variables_initializer())
   return session, [train, packed]
 
@@ -278,7 +316,7 @@ def supernet_update(search_session):
     update = tf1.train.RMSPropOptimizer(
         0.01, decay=0.9, momentum=0.9, epsilon=1.0).apply_gradients(
             zip(gradients, variables))
-    session = tf1.Session(graph=graph)
+    session = _session(graph)
     session.run(tf1.global_variables_initializer())
   return session, update
 
@@ -308,7 +346,7 @@ def parts(config, spec, indices, rng, widest: bool):
     inference = supernet.build_network(
         fixed, features['validation_images'], config.num_classes,
         is_training=True, batch_norm_mode='batch')
-    session = tf1.Session(graph=graph)
+    session = _session(graph, search_graph=False)
     session.run(tf1.global_variables_initializer())
   return session, train, inference
 
@@ -392,11 +430,22 @@ def main():
                       + ', '.join(SIDES) + ' (a ratio is printed when all '
                       'its parts were timed; fewer sides build faster, e.g. '
                       'search,parts for an A/B of two versions)')
+  parser.add_argument('--trace_dir', default='',
+                      help='after timing, run each timed side once traced: '
+                      'its RunMetadata goes to DIR/<key>.run_metadata.pb.gz '
+                      'and its summary (bench/trace_summary.py) to the '
+                      'JSON\'s "trace"')
   args = parser.parse_args()
   try:
     sides = parse_sides(args.sides)
   except ValueError as e:
     parser.error(str(e))
+  if args.trace_dir:
+    # Before minutes of building and timing, not after.
+    try:
+      os.makedirs(args.trace_dir, exist_ok=True)
+    except OSError as e:
+      parser.error(f'--trace_dir {args.trace_dir!r}: {e.strerror}')
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
@@ -435,6 +484,12 @@ def main():
       measured[key].append(_time(session, fetch, args.steps))
   # The fastest repeat of each side: noise on a shared machine only adds.
   ms = {k: 1000 * float(np.min(v)) for k, v in measured.items()}
+  traces = {}
+  if args.trace_dir:
+    # Before new_archs, which pins other architectures.
+    for key, (session, fetch) in fetches.items():
+      traces[key] = trace(session, fetch, os.path.join(
+          args.trace_dir, f'{key}.run_metadata.pb.gz'))
   seeds = [args.arch_seed + 1 + i for i in range(args.new_archs)]
   if 'new_archs' in sides and seeds:
     for key, name in (('search', 'sampled'), ('search_masked', 'masked')):
@@ -455,6 +510,7 @@ def main():
       'code': CODE,
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
       **ratios(ms),
+      **({'trace_dir': args.trace_dir, 'trace': traces} if traces else {}),
   }, indent=2))
 
 

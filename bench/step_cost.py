@@ -50,9 +50,25 @@ Keys (times in ms per step, each config's fastest round):
   * op_choices_7_vs_1_round_ratios and
     op_choices_7_vs_1_every_step_round_ratios: each round's ratio, whose
     median is the op ratio (below);
+  * op_choices_by_op_type (--traced_steps N, default 6; 0 leaves it out):
+    where the 7-choice tower's extra time goes, by op type. After the
+    timings, N steps of each deferred tower's fastest build run with a
+    software trace (bench/trace_summary.py), alternating; for the 12 op
+    types whose median time in a step grew most: op, ms_1 and ms_7 (the
+    median host time of that type's ops in a step; tracing slows every op,
+    so they add up to more than the timed steps), ops_1 and ops_7 (how many
+    ran). A function call (the deferred update's, a group norm's) is listed
+    under its function's name;
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
-    rounds, tower_rounds, instances, op_towers_only.
+    rounds, tower_rounds, instances, op_towers_only, traced_steps.
+Every session is configured as the search's (`tpu.session_config` with
+`search_graph`: the supernets and towers) or stand-alone training's is
+(the stand-alone nets). Before 2026-11-27 all ran TensorFlow's default
+config, whose memory optimiser (off in the search on a CPU) turns the
+towers' sums of group norms into accumulators. Two one-process A/Bs of the
+towers under the two configs (28x28, batch 64) read 1.113 against 1.052
+and 1.071 against 1.089: no difference beyond the spread.
 The supernets' masks are fed, as the search's sampled masks are computed:
 constant masks would let Grappler fold the conds and the growth would look
 smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
@@ -103,9 +119,15 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
+# trace_summary.py beside this script (on the path when it runs as one).
+_BENCH = os.path.dirname(os.path.abspath(__file__))
+if _BENCH not in sys.path:
+  sys.path.append(_BENCH)
 import search_spaces  # pylint: disable=g-import-not-at-top
+import trace_summary  # pylint: disable=g-import-not-at-top
 from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
 from tunas_search import search  # pylint: disable=g-import-not-at-top
+from tunas_search import tpu  # pylint: disable=g-import-not-at-top
 from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
 from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
@@ -242,11 +264,29 @@ class Step:
           'gradients': gradients,
           'step': self.train_op}
       self.num_ops = len(self.graph.get_operations())
-      self.session = tf.compat.v1.Session(graph=self.graph)
+      # As the search (supernet steps) or stand-alone training configures
+      # its session.
+      self.session = tf.compat.v1.Session(
+          graph=self.graph, config=tpu.session_config(
+              has_gpu=bool(tf.config.list_physical_devices('GPU')),
+              search_graph=supernet))
       self.session.run(tf.compat.v1.global_variables_initializer())
       # Warm-up: each fetch's first run optimises its graph.
       for fetch in ('step', 'gradients', 'forward'):
         self.session.run(self.fetches[fetch])
+
+  def traced_ops(self) -> Dict[str, Tuple[float, int]]:
+    """One step run with a software trace: op type -> (ms, ops run)."""
+    options = tf.compat.v1.RunOptions(
+        trace_level=tf.compat.v1.RunOptions.SOFTWARE_TRACE,
+        output_partition_graphs=True)
+    meta = tf.compat.v1.RunMetadata()
+    self.session.run(self.fetches['step'], options=options, run_metadata=meta)
+    out: Dict[str, Tuple[float, int]] = {}
+    for r in trace_summary.records(meta):
+      ms, count = out.get(r.op, (0.0, 0))
+      out[r.op] = (ms + (r.end - r.start) / 1e6, count + 1)
+    return out
 
   def time_ms(self, steps: int, fetch: str = 'step') -> float:
     start = time.perf_counter()
@@ -269,6 +309,29 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float]
   return float(np.median(ratios)), ratios
 
 
+def op_type_growth(fewer: Sequence[Dict[str, Tuple[float, int]]],
+                   more: Sequence[Dict[str, Tuple[float, int]]],
+                   top: int) -> List[Dict[str, Any]]:
+  """Per op type, the traced steps' median time and ops in two towers.
+
+  `fewer` and `more`: one `Step.traced_ops()` per traced step of each.
+  Returns the `top` op types whose median time grew most, largest first
+  (ties by name): op, ms_1 and ms_7 (medians over the steps, 0 where a step
+  ran none), ops_1 and ops_7 (the ops run in a step, their median).
+  """
+  def median(traces, op, field):
+    return float(np.median([t.get(op, (0.0, 0))[field] for t in traces]))
+  rows = []
+  for op in sorted({op for t in list(fewer) + list(more) for op in t}):
+    rows.append({'op': op,
+                 'ms_1': round(median(fewer, op, 0), 3),
+                 'ms_7': round(median(more, op, 0), 3),
+                 'ops_1': int(median(fewer, op, 1)),
+                 'ops_7': int(median(more, op, 1))})
+  rows.sort(key=lambda r: (-(r['ms_7'] - r['ms_1']), r['op']))
+  return rows[:top]
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--image_size', type=int, default=64)
@@ -284,6 +347,9 @@ def main(argv=None) -> None:
   parser.add_argument('--instances', type=int, default=6,
                       help='builds of each op-choice tower; the fastest '
                       'counts')
+  parser.add_argument('--traced_steps', type=int, default=6,
+                      help='steps of the 1- and 7-choice towers run traced '
+                      '(alternating) for op_choices_by_op_type; 0: none')
   parser.add_argument('--op_towers_only', action='store_true',
                       help='only the op-choice towers of the two op ratios')
   parser.add_argument('--space', default='proxylessnas_search',
@@ -293,6 +359,8 @@ def main(argv=None) -> None:
   for flag in ('steps', 'rounds', 'tower_rounds', 'instances'):
     if getattr(args, flag) < 1:
       parser.error(f'--{flag} must be at least 1, got {getattr(args, flag)}')
+  if args.traced_steps < 0:
+    parser.error(f'--traced_steps must be at least 0, got {args.traced_steps}')
   tf.compat.v1.disable_eager_execution()  # A benchmark process, not a library.
 
   space = search_spaces.get(args.space)
@@ -379,6 +447,19 @@ def main(argv=None) -> None:
       'tower_rounds': args.tower_rounds, 'instances': args.instances,
       'op_towers_only': args.op_towers_only,
   }
+  if args.traced_steps:
+    # After the timings, which tracing would slow: each tower's fastest
+    # build, alternating.
+    fastest_build = {n: min(range(args.instances), key=lambda i, n=n: best[
+        f'op_choices_{n}', i, 'step']) for n in (1, 7)}
+    traces = {1: [], 7: []}
+    for _ in range(args.traced_steps):
+      for n in (1, 7):
+        traces[n].append(
+            builds[f'op_choices_{n}'][fastest_build[n]].traced_ops())
+    result['op_choices_by_op_type'] = op_type_growth(traces[1], traces[7],
+                                                     top=12)
+    result['traced_steps'] = args.traced_steps
   if full:
     breakdown = {}
     for n in (1, 7):

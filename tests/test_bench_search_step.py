@@ -5,6 +5,10 @@ a test; these tests check only which sides a run builds and the arithmetic
 of the ratios it prints.
 """
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from tests import files
@@ -58,3 +62,16 @@ def test_a_ratio_missing_a_part_is_left_out(search_step):
   ratios = search_step.ratios({'search': 12.0, 'train': 8.0,
                                'inference': 2.0})
   assert ratios == {'search_vs_sampled_parts_ratio': 1.2}
+
+
+def test_an_unusable_trace_dir_is_refused_before_building(tmp_path):
+  # A file where the folder should go: refused in one line, exit 2, before
+  # minutes of building and timing.
+  (tmp_path / 'file').write_text('')
+  result = subprocess.run(
+      [sys.executable, os.path.join(files.ROOT, 'bench', 'search_step.py'),
+       f'--trace_dir={tmp_path / "file" / "traces"}'],
+      capture_output=True, text=True, check=False, timeout=120)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1].startswith(
+      f"search_step.py: error: --trace_dir '{tmp_path / 'file' / 'traces'}': ")

@@ -46,3 +46,30 @@ def test_counts_below_one_are_refused(step_cost, flag, capsys):
   assert exit_info.value.code == 2
   err = capsys.readouterr().err
   assert f'{flag} must be at least 1, got 0' in err
+
+
+def test_op_type_growth_ranks_the_median_growth(step_cost):
+  # Three traced steps of each tower; ms and ops per op type and step.
+  fewer = [{'Conv2D': (3.0, 10), 'Switch': (0.01, 2)},
+           {'Conv2D': (3.2, 10), 'Switch': (0.01, 2)},
+           {'Conv2D': (9.0, 10), 'Switch': (0.02, 2)}]  # A disturbed step.
+  more = [{'Conv2D': (3.3, 10), 'Switch': (0.3, 166),
+           'VarHandleOp': (1.0, 962)},
+          {'Conv2D': (3.4, 10), 'Switch': (0.4, 166),
+           'VarHandleOp': (1.2, 962)},
+          {'Conv2D': (3.2, 10), 'Switch': (0.3, 166)}]  # None ran: 0.
+  rows = step_cost.op_type_growth(fewer, more, top=2)
+  assert rows == [
+      {'op': 'VarHandleOp', 'ms_1': 0.0, 'ms_7': 1.0, 'ops_1': 0,
+       'ops_7': 962},
+      {'op': 'Switch', 'ms_1': 0.01, 'ms_7': 0.3, 'ops_1': 2, 'ops_7': 166}]
+  # Conv2D's medians, 3.2 and 3.3, grew least; the disturbed 9.0 is out.
+  assert step_cost.op_type_growth(fewer, more, top=3)[2] == {
+      'op': 'Conv2D', 'ms_1': 3.2, 'ms_7': 3.3, 'ops_1': 10, 'ops_7': 10}
+
+
+def test_negative_traced_steps_are_refused(step_cost, capsys):
+  with pytest.raises(SystemExit) as exit_info:
+    step_cost.main(['--traced_steps', '-1'])
+  assert exit_info.value.code == 2
+  assert '--traced_steps must be at least 0, got -1' in capsys.readouterr().err

@@ -211,15 +211,19 @@ def test_session_config_on_a_cpu_host_drops_gpu_only_rewrites():
   # A search's graph also drops the passes that left it unchanged; the
   # ones that change it stay, and a GPU keeps every pass.
   search = tpu.session_config(search_graph=True).graph_options.rewrite_options
-  for name in ('remapping', 'function_optimization', 'loop_optimization',
+  for name in ('function_optimization', 'loop_optimization',
                'implementation_selector'):
     assert getattr(search, name) == rewriter.OFF, name
     assert getattr(rewrites, name) == rewriter.DEFAULT, name
     assert getattr(tpu.session_config(
         has_gpu=True, search_graph=True).graph_options.rewrite_options,
                    name) == rewriter.DEFAULT, name
+  # The remapper fuses a search graph's batch norms with their activations
+  # since op choices have no conds (docs/benchmarks.md, 2026-11-27; which
+  # ops fuse depends on the CPU's oneDNN, so no test counts them).
   for name in ('constant_folding', 'arithmetic_optimization',
-               'common_subgraph_elimination', 'dependency_optimization'):
+               'common_subgraph_elimination', 'dependency_optimization',
+               'remapping'):
     assert getattr(search, name) == rewriter.DEFAULT, name
 
 

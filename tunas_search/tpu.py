@@ -358,13 +358,16 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
   `proxylessnas_search` (docs/benchmarks.md, start-up), with no change in
   step time. Constant folding stays: without it steps were ~6% slower.
 
-  A search graph on a CPU also goes without the remapper, function, loop
-  and implementation-selector passes: they left it as it was (2 of ~29,000
-  nodes fused) but took ~1.5 s of its first run; Grappler as a whole takes
-  5-10 s there but makes `proxylessnas_search` steps 1-4% faster, so the
-  passes that change the graph stay (docs/benchmarks.md, start-up).
-  Stand-alone training keeps them all (the remapper fuses inference-mode
-  batch norm).
+  A search graph on a CPU also goes without the function, loop and
+  implementation-selector passes: they left it as it was but took time in
+  its first run; Grappler as a whole takes 5-10 s there but makes
+  `proxylessnas_search` steps 1-4% faster, so the passes that change the
+  graph stay (docs/benchmarks.md, start-up). The remapper is one of them
+  again: while every op choice sat in a cond it fused 2 of ~29,000 nodes
+  and was off; since op choices lost their conds (2026-11-26) it fuses each
+  training batch norm with its activation, and search steps ran 5% faster
+  with it at 64x64, for ~1-2.6 s more of first run (docs/benchmarks.md,
+  2026-11-27). Stand-alone training keeps every pass.
 
   Args:
     base: a config to start from (a mirrored search's), copied.
@@ -381,7 +384,6 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
     rewrites.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
     if search_graph:
       off = rewriter_config_pb2.RewriterConfig.OFF
-      rewrites.remapping = off
       rewrites.function_optimization = off
       rewrites.loop_optimization = off
       rewrites.implementation_selector = off

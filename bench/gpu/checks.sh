@@ -22,6 +22,9 @@
 # 2026-11-26 H100 the tests and smoke took 225 s and bench_step 167 s (its
 # kernels mostly compiled by then): split the parts over two commands where
 # one may run 10 minutes.
+# bench_step and bench_ab also trace each timed step once
+# (search_step.py --trace_dir); the RunMetadata files come back in
+# $OUT/traces.tar for bench/trace_summary.py to read on any machine.
 set -u -o pipefail
 if [ $# -lt 1 ]; then
   echo "usage: bash bench/gpu/checks.sh BUNDLE_PARTS_DIR [UNPACK_DIR] | --installed" >&2
@@ -90,7 +93,7 @@ fi
 if want bench_step; then
 timeout "${BENCH_STEP_S:-240}" "$PY" bench/search_step.py \
   --search_space=proxylessnas_search --image_size=64 --repeats=2 \
-  > "$OUT/search_step.txt" 2>&1; printf "\nrc=%s\n" "$?" >> "$OUT/search_step.txt"
+  --trace_dir="$OUT/trace_step" > "$OUT/search_step.txt" 2>&1; printf "\nrc=%s\n" "$?" >> "$OUT/search_step.txt"
 say search_step; grep -E 'search_vs_sampled_parts_ratio|rc=' "$OUT/search_step.txt"
 fi
 if want bench_ops; then
@@ -104,10 +107,16 @@ for run in a1 b1 a2 b2; do
   code=$PWD; [ "${run:0:1}" = b ] && code=$BASELINE
   TUNAS_BENCH_CODE=$code timeout $(( ${BENCH_AB_S:-400} / 4 )) "$PY" \
     bench/search_step.py --search_space=proxylessnas_search --image_size=64 \
-    --sides=search,parts --repeats=3 > "$OUT/ab_$run.txt" 2>&1
+    --sides=search,parts --repeats=3 --trace_dir="$OUT/trace_$run" \
+    > "$OUT/ab_$run.txt" 2>&1
   printf "\nrc=%s\n" "$?" >> "$OUT/ab_$run.txt"
   say "ab $run ($code)"
   grep -E '"search_ms"|search_vs_sampled_parts_ratio|rc=' "$OUT/ab_$run.txt"
 done
+fi
+# A lease brings back 8 files: the traces travel as one.
+traces=$(cd "$OUT" && ls -d trace_* 2>/dev/null)
+if [ -n "$traces" ]; then
+  tar -C "$OUT" -cf "$OUT/traces.tar" $traces && (cd "$OUT" && rm -rf $traces)
 fi
 pkill -f 'nvidia-smi dmon'; say done
