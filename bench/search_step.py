@@ -32,7 +32,9 @@ Keys:
     (TuNAS's optimiser, `unused_weight_steps=every_step`); < 1 is what
     deferring saves.
   overhead_share: time of the controller, cost model, reward and summary
-    packing alone, as a share of the search step; goal <= 0.03.
+    packing alone, placed as the search step places them
+    (`controller_placement`: on the host CPU with a GPU), as a share of the
+    search step; goal <= 0.03.
   new_architecture_ratio: the first search step (sampled widths) on an
     architecture the session has not run / its later steps, over
     --new_archs further random architectures (means). A search samples a
@@ -61,7 +63,9 @@ Keys:
     --repeats).
   The run's settings: benchmark ('search_step'), search_space, image_size,
     train_batch_size, validation_batch_size, architecture (the pinned
-    architecture string), sides (what was built and timed).
+    architecture string), sides (what was built and timed),
+    controller_placement and controller_on_host (what it resolved to),
+    control_ops_on_host (--control_ops_on_host).
   trace (with --trace_dir DIR): per timed key, the summary of one run of it
     with a software trace (bench/trace_summary.py's keys: where the step's
     time went, its critical path), its RunMetadata written to
@@ -127,8 +131,12 @@ _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
 def _config(args, model_dir: str, widths: str,
             unused_weight_steps: str = 'auto') -> SearchConfig:
   space = search_spaces.get(args.search_space)
+  # Only given when named: an older checkout (TUNAS_BENCH_CODE) lacks it.
+  placement = ({'controller_placement': args.controller_placement}
+               if args.controller_placement else {})
   return SearchConfig(
       supernet_widths=widths, unused_weight_steps=unused_weight_steps,
+      **placement,
       search_space=args.search_space, model_dir=model_dir, num_classes=10,
       num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size,
@@ -214,14 +222,17 @@ def _validation_after_update():
     search._validation_accuracy = original  # pylint: disable=protected-access
 
 
-def search_step(config, spec, indices, rng, overlap: bool = True):
+def search_step(config, spec, indices, rng, overlap: bool = True,
+                control_ops_on_host: bool = False):
   """Session and train op of the real model_fn, pinned to `indices`."""
   graph = tf.Graph()
   with graph.as_default(), (contextlib.nullcontext() if overlap
                             else _validation_after_update()):
     tf1.set_random_seed(0)
     features, labels = _batch(config, rng)
-    model_fn = search.make_model_fn(config, spec)
+    # Only given when set: an older checkout (TUNAS_BENCH_CODE) lacks it.
+    model_fn = search.make_model_fn(config, spec, **(
+        {'control_ops_on_host': True} if control_ops_on_host else {}))
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
     pin = _pin_controller(schema.decisions(spec), indices)
@@ -235,7 +246,9 @@ def overhead_only(config, spec, rng):
   """Controller sampling, cost model, reward, baseline, controller update and
   summary packing, without the network."""
   graph = tf.Graph()
-  with graph.as_default():
+  # Placed as in the search step (`controller_placement`).
+  place = getattr(search, 'host_scope', lambda _: contextlib.nullcontext())
+  with graph.as_default(), place(config):
     decisions = schema.decisions(spec)
     step = tf1.train.get_or_create_global_step()
     groups = controller.create_logits(decisions)
@@ -430,6 +443,16 @@ def main():
                       + ', '.join(SIDES) + ' (a ratio is printed when all '
                       'its parts were timed; fewer sides build faster, e.g. '
                       'search,parts for an A/B of two versions)')
+  parser.add_argument('--controller_placement', default='',
+                      help='the search config\'s controller_placement (auto, '
+                      'host or default; its default when not given): where '
+                      'the search and overhead sides run the controller, '
+                      'cost model, reward and summaries')
+  parser.add_argument('--control_ops_on_host', action='store_true',
+                      help='search sides: where the controller runs on the '
+                      'host, place the network\'s mask-derived control '
+                      'values and the deferred update\'s step counts there '
+                      'too (search.make_model_fn\'s experiment)')
   parser.add_argument('--trace_dir', default='',
                       help='after timing, run each timed side once traced: '
                       'its RunMetadata goes to DIR/<key>.run_metadata.pb.gz '
@@ -457,16 +480,19 @@ def main():
   # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
   assert sampled_config.defers_unused_weight_steps
   fetches = {}
+  pin = {'control_ops_on_host': args.control_ops_on_host}
   if 'search' in sides:
-    fetches['search'] = search_step(sampled_config, spec, indices, rng)
+    fetches['search'] = search_step(sampled_config, spec, indices, rng, **pin)
   if 'masked' in sides:
-    fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
+    fetches['search_masked'] = search_step(masked_config, spec, indices, rng,
+                                           **pin)
   if 'every_step' in sides:
     fetches['search_every_step'] = search_step(
-        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng)
+        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng,
+        **pin)
   if 'serialised' in sides:
     fetches['search_serialised'] = search_step(sampled_config, spec, indices,
-                                               rng, overlap=False)
+                                               rng, overlap=False, **pin)
   for side, widest in (('parts', False), ('widest', True)):
     if side in sides:
       session, train, inference = parts(sampled_config, spec, indices, rng,
@@ -507,6 +533,11 @@ def main():
       'validation_batch_size': config.validation_batch_size,
       'architecture': architecture.format_indices(indices),
       'sides': sides,
+      'controller_placement': getattr(config, 'controller_placement', None),
+      'control_ops_on_host': args.control_ops_on_host,
+      'controller_on_host': (
+          config.controller_on_host(bool(tf.config.list_physical_devices(
+              'GPU'))) if hasattr(config, 'controller_on_host') else False),
       'code': CODE,
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
       **ratios(ms),

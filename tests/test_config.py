@@ -328,3 +328,18 @@ def test_width_form_may_change_on_resume(tmp_path):
   masked = dataclasses.replace(c, supernet_widths='masked')
   assert masked.incompatibilities(c) == {}
   assert masked.resumable_changes(c) == {}
+
+
+def test_controller_placement_may_change_on_resume(tmp_path):
+  # Where the controller's ops run changes no variable and no value.
+  c = _config(tmp_path)
+  for placement in ('host', 'default'):
+    moved = dataclasses.replace(c, controller_placement=placement)
+    assert moved.incompatibilities(c) == {}
+    assert moved.resumable_changes(c) == {}
+
+
+def test_a_config_written_before_controller_placement_reads_as_auto(tmp_path):
+  old = json.loads(_config(tmp_path).to_json())
+  del old['controller_placement']
+  assert SearchConfig.from_json(json.dumps(old)).controller_placement == 'auto'

@@ -14,6 +14,8 @@ from tunas_search.config import ConfigError, SearchConfig
 
 _FRACTION = '{} must be in [0, 1], got {}'
 _OPEN_FRACTION = '{} must be in [0, 1), got {}'
+_HOST = ('controller_placement=host needs one replica off TPU (a replica\'s '
+         'controller runs on its own device); use auto or default')
 _DEFERRED = ('unused_weight_steps=deferred needs one replica off TPU (replicas '
              'sampling different architectures share their gradients); use '
              'every_step')
@@ -126,6 +128,10 @@ def _tpu(replicas, **overrides):
      _DEFERRED),
     (dict(num_replicas=2, unused_weight_steps='deferred'), _DEFERRED),
     (dict(multi_worker=True, unused_weight_steps='deferred'), _DEFERRED),
+    (dict(controller_placement='gpu'), "unknown controller_placement "
+     "'gpu'; valid choices: auto, host, default"),
+    (dict(num_replicas=2, controller_placement='host'), _HOST),
+    (_tpu(8, controller_placement='host', supernet_widths='masked'), _HOST),
     (dict(seed=-1), 'seed must be >= 0, got -1'),
     (dict(seed=config_lib.MAX_SEED + 1),
      f'seed must be at most {config_lib.MAX_SEED}, got '
@@ -174,6 +180,8 @@ def test_each_check_names_its_field_and_value(overrides, message):
     # 'auto' runs anywhere: every_step where deferring cannot.
     _tpu(8, unused_weight_steps='auto', supernet_widths='masked'),
     dict(num_replicas=2, unused_weight_steps='auto'),
+    dict(controller_placement='host'), dict(controller_placement='default'),
+    dict(num_replicas=2, controller_placement='default'),
     dict(seed=0), dict(seed=config_lib.MAX_SEED),
     dict(cost_model='measured', cost_model_file='/x/latency_model.json'),
 ])
@@ -210,3 +218,17 @@ def test_several_replicas_off_tpu_need_a_mirrored_job():
     config_lib.validate_training(_config(num_replicas=2))
   config_lib.validate_training(_config(**_tpu(2)))
   config_lib.validate_training(_config(num_replicas=2), mirrored=True)
+
+
+@pytest.mark.parametrize('overrides, has_gpu, on_host', [
+    (dict(), True, True),  # auto: one replica on a GPU.
+    (dict(), False, False),  # auto on a CPU: nothing to move.
+    (dict(num_replicas=2), True, False),
+    (dict(multi_worker=True), True, False),
+    (_tpu(8, supernet_widths='masked'), True, False),
+    (dict(controller_placement='host'), False, True),
+    (dict(controller_placement='default'), True, False),
+])
+def test_auto_places_the_controller_on_the_host_only_beside_one_gpu(
+    overrides, has_gpu, on_host):
+  assert _config(**overrides).controller_on_host(has_gpu) is on_host

@@ -29,7 +29,7 @@ MAX_IMAGE_SIZE = 224
 # changes the graph, the schedules or the meaning of a checkpoint.
 RUNTIME_FIELDS = frozenset({
     'model_dir', 'data_dir', 'tpu', 'tpu_zone', 'gcp_project',
-    'cost_model_file', 'supernet_widths',
+    'cost_model_file', 'supernet_widths', 'controller_placement',
     'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'log_every_steps'})
 # Which weights score the validation batch (docs/method.md section 5): the
@@ -57,6 +57,16 @@ SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # 'auto' resuming a run keeps that run's value (runs written before 'auto'
 # existed stepped every weight every step).
 UNUSED_WEIGHT_STEPS = ('auto', 'every_step', 'deferred')
+# Where the step's scalar bookkeeping runs (the controller's sampling and
+# update, the cost model, the reward, the schedules and the summary packing):
+# 'host' pins it to the host CPU, 'default' leaves it to TensorFlow's placer,
+# which puts every op with a GPU kernel on the GPU, as TuNAS's code does;
+# 'auto' is 'host' when one replica runs on a GPU, else 'default'. On an H100
+# those few hundred scalar ops each cost a kernel launch and were ~10% of a
+# search step (docs/benchmarks.md, "GPU, 2026-11-26"); on the host they cost
+# about a microsecond each. Values and variables are the same either way, so
+# it may change on resume (RUNTIME_FIELDS).
+CONTROLLER_PLACEMENTS = ('auto', 'host', 'default')
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that
 # are computed from the global step, so the graph, every variable and every
@@ -332,6 +342,12 @@ class SearchConfig(TrainingFields):
       'faster, see the README) or auto (deferred where it can run, else '
       'every_step; resuming a run keeps its value).',
       choices=UNUSED_WEIGHT_STEPS)
+  controller_placement: str = option(
+      'auto', "Where the controller, cost model, reward, schedules and "
+      'summary packing run: host (the host CPU), default (TensorFlow\'s '
+      'placement: the GPU, where there is one) or auto (host when one '
+      'replica runs on a GPU, else default).',
+      choices=CONTROLLER_PLACEMENTS)
   multi_worker: bool = option(
       False, 'Run as one worker of a search over several hosts, as the '
       'TF_CONFIG environment variable describes them '
@@ -376,6 +392,16 @@ class SearchConfig(TrainingFields):
     else:
       value = 'deferred' if self.defers_unused_weight_steps else 'every_step'
     return dataclasses.replace(self, unused_weight_steps=value)
+
+  def controller_on_host(self, has_gpu: bool) -> bool:
+    """Whether the step pins its scalar bookkeeping to the host CPU.
+
+    `controller_placement` with 'auto' resolved: the host when one replica
+    runs on a GPU (`has_gpu`).
+    """
+    if self.controller_placement == 'auto':
+      return has_gpu and _one_local_replica(self)
+    return self.controller_placement == 'host'
 
   @property
   def scaled_rl_learning_rate(self) -> float:
@@ -553,13 +579,18 @@ def _validate_execution(c: Any) -> None:
         f'log_every_steps must be positive, got {c.log_every_steps}')
 
 
+def _one_local_replica(c: SearchConfig) -> bool:
+  """One replica off TPU: a CPU or a single GPU runs the whole step."""
+  return not c.use_tpu and c.num_replicas == 1 and not c.multi_worker
+
+
 def _can_defer(c: SearchConfig) -> bool:
   """Whether unused weights' steps can be deferred: one replica off TPU.
 
   Replicas sampling different architectures average their gradients, so a
   weight one of them leaves unused still takes a step.
   """
-  return not c.use_tpu and c.num_replicas == 1 and not c.multi_worker
+  return _one_local_replica(c)
 
 
 def _validate(c: SearchConfig) -> None:
@@ -603,6 +634,12 @@ def _validate(c: SearchConfig) -> None:
         'unused_weight_steps=deferred needs one replica off TPU (replicas '
         'sampling different architectures share their gradients); use '
         'every_step')
+  check(c.controller_placement in CONTROLLER_PLACEMENTS,
+        f'unknown controller_placement {c.controller_placement!r}; valid '
+        f'choices: {", ".join(CONTROLLER_PLACEMENTS)}')
+  check(c.controller_placement != 'host' or _one_local_replica(c),
+        'controller_placement=host needs one replica off TPU (a replica\'s '
+        'controller runs on its own device); use auto or default')
   check(not (c.use_tpu and c.supernet_widths == 'sampled'),
         'supernet_widths=sampled cannot run on TPU: XLA needs static shapes; '
         'use masked or auto')

@@ -64,6 +64,21 @@ def _unpack(features, labels, config: SearchConfig) -> _Batch:
                 images[1], tf.cast(labels['validation_labels'], tf.int32))
 
 
+def host_scope(config: SearchConfig):
+  """Device scope of the step's scalar bookkeeping (`controller_placement`).
+
+  The controller, cost model, reward, schedules and summary packing are a
+  few hundred ops on a handful of scalars and short vectors. On a GPU each
+  would be a kernel launch, so with one replica on a GPU they run on the
+  host CPU; the network's ops read the sampled masks and the learning rate
+  from there (one copy each) and the reward reads the validation accuracy
+  back (one scalar). Elsewhere: no device scope (TensorFlow's placement).
+  """
+  if config.controller_on_host(bool(tf.config.list_physical_devices('GPU'))):
+    return tf.device('/device:CPU:0')
+  return contextlib.nullcontext()
+
+
 def _sampling_seed(config: SearchConfig, base: int,
                    step: tf.Tensor) -> tf.Tensor:
   """The controller's stateless seed for this step on this replica.
@@ -205,9 +220,13 @@ def _defers_unused_weight_steps(config: SearchConfig) -> bool:
 
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
                         step: tf.Tensor,
-                        snapshots: Optional[Dict[str, tf.Tensor]]
+                        snapshots: Optional[Dict[str, tf.Tensor]],
+                        bookkeeping_device: Optional[str] = None
                         ) -> Dict[str, tf.Tensor]:
-  """Trains the shared weights on the training batch; returns its tensors."""
+  """Trains the shared weights on the training batch; returns its tensors.
+
+  `bookkeeping_device`: where the deferred update keeps its step counts.
+  """
   decay = supernet.MaskedWeightDecay()
   deferred = _defers_unused_weight_steps(config)
   uses = supernet.WeightUses() if deferred else None
@@ -230,10 +249,11 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
   regularization_loss = decay.loss(
       config.weight_decay, uses.used_once() if deferred else ())
   loss = empirical_loss + regularization_loss
-  learning_rate = schedules.cosine_with_warmup(
-      step, config.scaled_model_learning_rate, config.total_steps,
-      config.fraction_steps(config.model_warmup_steps_fraction))
-  learning_rate = tpu.computed_once(learning_rate)
+  with host_scope(config):
+    learning_rate = schedules.cosine_with_warmup(
+        step, config.scaled_model_learning_rate, config.total_steps,
+        config.fraction_steps(config.model_warmup_steps_fraction))
+    learning_rate = tpu.computed_once(learning_rate)
   # GATE_NONE (and tf.gradients' default): the optimiser's default (GATE_OP)
   # groups the input gradients of every multi-input op with a NoOp and an
   # Identity per gradient, which only orders their computation (values are
@@ -247,7 +267,8 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
     optimizer = supernet.DeferredRMSProp(
         variables, uses, snapshots, step, learning_rate,
         decay=config.model_rmsprop_decay, momentum=config.model_momentum,
-        epsilon=config.model_rmsprop_epsilon)
+        epsilon=config.model_rmsprop_epsilon,
+        bookkeeping_device=bookkeeping_device)
     grads_and_vars = list(zip(optimizer.gradients(loss, variables),
                               variables))
     # Gradients of unused weights are dead: what runs every step reads one
@@ -438,7 +459,8 @@ def _summary_scalars(config: SearchConfig, decisions, variables, model, rl,
 
 
 def make_model_fn(config: SearchConfig, model_spec: Any,
-                  write_summaries: bool = True):
+                  write_summaries: bool = True,
+                  control_ops_on_host: bool = False):
   """Returns the TPUEstimator model_fn of a search (TRAIN mode only).
 
   Args:
@@ -446,6 +468,12 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
     model_spec: the search space's spec (no masks).
     write_summaries: False on the non-chief workers of a multi-worker
       search, so that only the chief writes events.
+    control_ops_on_host: where the controller runs on the host
+      (`controller_placement`), also place there the network's control
+      values derived from the sampled masks and the deferred update's step
+      counts (`tpu.pin_control_ops`). Off by default: an experiment for
+      `bench/search_step.py --control_ops_on_host`, not yet measured on a
+      GPU (docs/benchmarks.md, "GPU, 2026-11-27").
   """
   decisions = schema.decisions(model_spec)
   # Without --seed each run samples its own stream; with it, every run the
@@ -465,51 +493,59 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
   @tf.autograph.experimental.do_not_convert
   def step_fn(features, labels, mode):
     global_step = tf1.train.get_or_create_global_step()
-    # One read for the whole step: every schedule and summary sees the step
-    # before the controller's increment.
-    step = global_step.read_value()
+    graph = tf1.get_default_graph()
+    first_op = len(graph.get_operations())
+    pin_control = control_ops_on_host and config.controller_on_host(
+        bool(tf.config.list_physical_devices('GPU')))
     batch = _unpack(features, labels, config)
 
     # 1. Sample an architecture.
-    variables = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
-    logits = controller.decision_logits(decisions, variables)
-    p_ops = schedules.linear_decay_prob(step, config.fraction_steps(
-        config.increase_ops_warmup_steps_fraction))
-    p_filters = schedules.linear_decay_prob(step, config.fraction_steps(
-        config.increase_filters_warmup_steps_fraction))
-    sample = controller.sample(
-        decisions, logits, increase_ops_prob=p_ops,
-        increase_filters_prob=p_filters, temperature=config.rl_temperature,
-        stateless_seed=_sampling_seed(config, seed_base, step))
-    masked_spec = schema.with_masks(
-        model_spec, [tf.stop_gradient(m) for m in sample.masks])
+    with host_scope(config):
+      # One read for the whole step: every schedule and summary sees the
+      # step before the controller's increment.
+      step = global_step.read_value()
+      variables = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
+      logits = controller.decision_logits(decisions, variables)
+      p_ops = schedules.linear_decay_prob(step, config.fraction_steps(
+          config.increase_ops_warmup_steps_fraction))
+      p_filters = schedules.linear_decay_prob(step, config.fraction_steps(
+          config.increase_filters_warmup_steps_fraction))
+      sample = controller.sample(
+          decisions, logits, increase_ops_prob=p_ops,
+          increase_filters_prob=p_filters, temperature=config.rl_temperature,
+          stateless_seed=_sampling_seed(config, seed_base, step))
+      masked_spec = schema.with_masks(
+          model_spec, [tf.stop_gradient(m) for m in sample.masks])
 
     # 2-3. Train the shared weights and score the architecture.
     snapshots = {} if config.validation_weights == 'pre_update' else None
     model = _shared_weight_step(config, masked_spec, batch, step,
-                                snapshots)
+                                snapshots, tpu.HOST if pin_control else None)
     accuracy = _validation_accuracy(config, masked_spec, batch,
                                     model['train_op'], snapshots)
     # 4-5. Reward, baseline and the controller update.
-    reward = _reward(config, masked_spec, accuracy)
-    rl = _controller_step(config, sample, list(variables.values()),
-                          reward['reward'], step, global_step)
+    with host_scope(config):
+      reward = _reward(config, masked_spec, accuracy)
+      rl = _controller_step(config, sample, list(variables.values()),
+                            reward['reward'], step, global_step)
 
-    for key, value in ((SAMPLED_INDICES, sample.indices),
-                       (REPLICA_REWARD, reward['reward']),
-                       (STEP_BASELINE, rl['step_baseline'])):
-      tf1.add_to_collection(key, value)
+      for key, value in ((SAMPLED_INDICES, sample.indices),
+                         (REPLICA_REWARD, reward['reward']),
+                         (STEP_BASELINE, rl['step_baseline'])):
+        tf1.add_to_collection(key, value)
 
-    scalars = _summary_scalars(config, decisions, variables, model, rl, reward,
-                               accuracy, p_ops, p_filters)
-    names, packed = tpu.pack_summaries(scalars)
-    # Logged under the step number after this step (the global step the
-    # controller's update leaves, which names the checkpoint written after
-    # it), at every host loop, every checkpoint and the last step.
-    host_call = tpu.make_host_call(
-        config.model_dir, names, packed, step + 1,
-        [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
-        final_step=config.total_steps) if write_summaries else None
+      scalars = _summary_scalars(config, decisions, variables, model, rl,
+                                 reward, accuracy, p_ops, p_filters)
+      names, packed = tpu.pack_summaries(scalars)
+      # Logged under the step number after this step (the global step the
+      # controller's update leaves, which names the checkpoint written after
+      # it), at every host loop, every checkpoint and the last step.
+      host_call = tpu.make_host_call(
+          config.model_dir, names, packed, step + 1,
+          [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
+          final_step=config.total_steps) if write_summaries else None
+    if pin_control:
+      tpu.pin_control_ops(graph.get_operations()[first_op:])
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=_nan_unless_finite(model['loss'], rl['loss']),
         train_op=tf.group(model['train_op'], rl['train_op']),

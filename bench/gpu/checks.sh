@@ -22,6 +22,10 @@
 # 2026-11-26 H100 the tests and smoke took 225 s and bench_step 167 s (its
 # kernels mostly compiled by then): split the parts over two commands where
 # one may run 10 minutes.
+# A_ARGS and B_ARGS add search_step.py flags to the A (this checkout) and B
+# runs (BASELINE=. compares two settings of this checkout, e.g.
+# B_ARGS=--controller_placement=default); AB_SIDES picks its sides (default
+# search,parts).
 # bench_step and bench_ab also trace each timed step once
 # (search_step.py --trace_dir); the RunMetadata files come back in
 # $OUT/traces.tar for bench/trace_summary.py to read on any machine.
@@ -104,14 +108,16 @@ say step_cost; grep -E 'op_choices_7_vs_1_ratio|rc=' "$OUT/step_cost.txt"
 fi
 if want bench_ab; then
 for run in a1 b1 a2 b2; do
-  code=$PWD; [ "${run:0:1}" = b ] && code=$BASELINE
+  code=$PWD; args=${A_ARGS:-}
+  [ "${run:0:1}" = b ] && code=$BASELINE && args=${B_ARGS:-}
+  # $args unquoted: a list of flags.
   TUNAS_BENCH_CODE=$code timeout $(( ${BENCH_AB_S:-400} / 4 )) "$PY" \
     bench/search_step.py --search_space=proxylessnas_search --image_size=64 \
-    --sides=search,parts --repeats=3 --trace_dir="$OUT/trace_$run" \
-    > "$OUT/ab_$run.txt" 2>&1
+    --sides="${AB_SIDES:-search,parts}" --repeats=3 $args \
+    --trace_dir="$OUT/trace_$run" > "$OUT/ab_$run.txt" 2>&1
   printf "\nrc=%s\n" "$?" >> "$OUT/ab_$run.txt"
-  say "ab $run ($code)"
-  grep -E '"search_ms"|search_vs_sampled_parts_ratio|rc=' "$OUT/ab_$run.txt"
+  say "ab $run ($code $args)"
+  grep -E '"search_ms"|search_vs_sampled_parts_ratio|overhead_share|rc=' "$OUT/ab_$run.txt"
 done
 fi
 # A lease brings back 8 files: the traces travel as one.

@@ -1,0 +1,127 @@
+"""Where the search step puts its scalar bookkeeping (`controller_placement`).
+
+With one replica on a GPU the controller, cost model, reward, schedules and
+summary packing run on the host CPU, so that a few hundred scalar ops do not
+each launch a GPU kernel; the network stays on TensorFlow's placement. CI has
+no GPU: the placement is read from the graph's requested devices, and a run
+checks the pinned step computes what the unpinned one does.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.e2e import tiny
+from tunas_search import search
+from tunas_search.supernet import deferred
+
+tf1 = tf.compat.v1
+HOST = '/device:CPU:0'
+# The network's heavy ops: never pinned (the cost model has MatMuls).
+NETWORK_OPS = ('Conv2D', 'DepthwiseConv2dNative', 'FusedBatchNormV3')
+
+
+def _step(tmp_path, placement: str, control_ops_on_host: bool = False):
+  config = tiny.tiny_config(tmp_path, controller_placement=placement)
+  model_fn = search.make_model_fn(config, tiny.tiny_spec(),
+                                  control_ops_on_host=control_ops_on_host)
+  rng = np.random.default_rng(0)
+  with tf.Graph().as_default() as graph:
+    tf1.set_random_seed(0)
+    b, v = config.train_batch_size, config.validation_batch_size
+    features = {
+        'train_images': tf.constant(rng.normal(size=(b, 28, 28, 1)),
+                                    tf.float32),
+        'validation_images': tf.constant(rng.normal(size=(v, 28, 28, 1)),
+                                         tf.float32)}
+    labels = {'train_labels': tf.constant(rng.integers(0, 10, b), tf.int32),
+              'validation_labels': tf.constant(rng.integers(0, 10, v),
+                                               tf.int32)}
+    spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
+  return graph, spec
+
+
+def _device(graph, op):
+  """The op's requested device, or that of the op it is colocated with (a
+  variable's initializer is)."""
+  if op.device:
+    return op.device
+  groups = [g.decode()[len('loc:@'):] for g in op.colocation_groups()]
+  others = [graph.get_operation_by_name(n).device for n in groups
+            if n != op.name]
+  return others[0] if others else ''
+
+
+def _devices(graph, types=None, prefix=''):
+  return {op.name: _device(graph, op) for op in graph.get_operations()
+          if (types is None or op.type in types) and op.name.startswith(prefix)}
+
+
+def _check_host_placement(graph, spec):
+  controller = _devices(graph, prefix=search.CONTROLLER_SCOPE + '/')
+  assert controller and set(controller.values()) == {HOST}
+  _, packed = spec.host_call[1]
+  reward = graph.get_collection(search.REPLICA_REWARD)[0]
+  indices = graph.get_collection(search.SAMPLED_INDICES)[0]
+  for tensor in (packed, reward, indices):
+    assert tensor.device == HOST, tensor.name
+  network = _devices(graph, NETWORK_OPS)
+  assert network and set(network.values()) == {''}
+
+
+def test_host_placement_pins_the_controller_not_the_network(tmp_path):
+  _check_host_placement(*_step(tmp_path, 'host'))
+
+
+def test_auto_pins_to_the_host_when_a_gpu_is_visible(tmp_path, monkeypatch):
+  listed = tf.config.list_physical_devices
+  fake_gpu = tf.config.PhysicalDevice('/physical_device:GPU:0', 'GPU')
+  monkeypatch.setattr(tf.config, 'list_physical_devices', lambda kind=None: (
+      [fake_gpu] if kind == 'GPU' else listed(kind)))
+  _check_host_placement(*_step(tmp_path, 'auto'))
+
+
+@pytest.mark.parametrize('placement', ['auto', 'default'])
+def test_without_a_gpu_or_with_default_nothing_is_pinned(tmp_path, placement):
+  # `auto` on CI's CPU-only machine: TensorFlow's placement, as before.
+  assert not tf.config.list_physical_devices('GPU')
+  graph, _ = _step(tmp_path, placement)
+  assert set(_devices(graph).values()) == {''}
+
+
+def test_control_ops_on_host_put_every_switch_predicate_there(tmp_path):
+  graph, spec = _step(tmp_path, 'host', control_ops_on_host=True)
+  _check_host_placement(graph, spec)
+  switches = [op for op in graph.get_operations() if op.type == 'Switch']
+  assert len(switches) > 50
+  for op in switches:
+    # A Switch reads its predicate from host memory, on a GPU too: computed
+    # there, it needs no copy back from the GPU.
+    assert _device(graph, op.inputs[1].op) == HOST, op.name
+  assert set(_devices(graph, prefix=deferred.CURRENT_TO).values()) == {HOST}
+  # Without the experiment the network's predicates keep no device.
+  graph, _ = _step(tmp_path / 'off', 'host')
+  assert any(not _device(graph, op.inputs[1].op) for op in graph.get_operations()
+             if op.type == 'Switch')
+
+
+@pytest.mark.parametrize('control_ops_on_host', [False, True],
+                         ids=['controller', 'control_ops'])
+def test_pinned_and_unpinned_steps_compute_the_same(tmp_path,
+                                                   control_ops_on_host):
+  results = []
+  for placement, control in (('host', control_ops_on_host),
+                             ('default', False)):
+    graph, spec = _step(tmp_path / placement, placement, control)
+    _, packed = spec.host_call[1]
+    with tf1.Session(graph=graph) as session:
+      session.run(tf1.global_variables_initializer())
+      runs = [session.run([spec.train_op, spec.loss, packed])[1:]
+              for _ in range(3)]
+    results.append(runs)
+  for (loss_a, packed_a), (loss_b, packed_b) in zip(*results):
+    np.testing.assert_allclose(loss_a, loss_b, rtol=1e-6)
+    np.testing.assert_allclose(packed_a, packed_b, rtol=1e-6, atol=1e-7)
+  # The controller learned (the packed logits moved), so the comparison
+  # covers its update, not only the first sample.
+  assert not np.allclose(results[0][0][1], results[0][-1][1])
