@@ -139,10 +139,9 @@ def pin_control_ops(ops: Sequence[tf.Operation], device: str = HOST,
   or colocated there, small unplaced Consts, or a Merge's value_index, which
   a GPU keeps in host memory), and whose outputs are all known and at most
   `max_elements` elements; then every small unplaced Const that an op on
-  `device` reads. Activations
-  never qualify (they descend from the images), so the network's
-  arithmetic stays where it was. Values do not change, only where they are
-  computed.
+  `device` reads. Activations never qualify (they descend from the
+  images), so the network's arithmetic stays where it was. Values do not
+  change, only where they are computed.
 
   Returns:
     The ops it placed.
