@@ -83,8 +83,9 @@ def test_auto_pins_to_the_host_when_a_gpu_is_visible(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize('placement', ['auto', 'default'])
 def test_without_a_gpu_or_with_default_nothing_is_pinned(tmp_path, placement):
-  # `auto` on CI's CPU-only machine: TensorFlow's placement, as before.
-  assert not tf.config.list_physical_devices('GPU')
+  # `auto` on a CPU-only machine (CI's): TensorFlow's placement, as before.
+  if placement == 'auto' and tf.config.list_physical_devices('GPU'):
+    pytest.skip('a GPU is visible: auto pins to the host there')
   graph, _ = _step(tmp_path, placement)
   assert set(_devices(graph).values()) == {''}
 
