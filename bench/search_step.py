@@ -121,7 +121,7 @@ from tunas_search import schema
 from tunas_search import search
 from tunas_search import supernet
 from tunas_search import tpu
-from tunas_search.config import SearchConfig
+from tunas_search.config import ConfigError, SearchConfig
 import trace_summary
 
 tf1 = tf.compat.v1
@@ -469,14 +469,23 @@ def main():
       os.makedirs(args.trace_dir, exist_ok=True)
     except OSError as e:
       parser.error(f'--trace_dir {args.trace_dir!r}: {e.strerror}')
+  model_dir = '/tmp/tunas_search_bench_search_step'
+  try:
+    sampled_config = _config(args, model_dir, 'sampled')
+    masked_config = _config(args, model_dir, 'masked')
+  except ConfigError as e:
+    parser.error(str(e))
+  has_gpu = bool(tf.config.list_physical_devices('GPU'))
+  if args.control_ops_on_host and not (
+      hasattr(sampled_config, 'controller_on_host')
+      and sampled_config.controller_on_host(has_gpu)):
+    parser.error('--control_ops_on_host needs the controller on the host: '
+                 '--controller_placement=host, or auto beside a GPU')
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
   indices = list(architecture.random_indices(
       spec, np.random.default_rng(args.arch_seed)))
-  model_dir = '/tmp/tunas_search_bench_search_step'
-  sampled_config = _config(args, model_dir, 'sampled')
-  masked_config = _config(args, model_dir, 'masked')
   # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
   assert sampled_config.defers_unused_weight_steps
   fetches = {}
@@ -535,9 +544,8 @@ def main():
       'sides': sides,
       'controller_placement': getattr(config, 'controller_placement', None),
       'control_ops_on_host': args.control_ops_on_host,
-      'controller_on_host': (
-          config.controller_on_host(bool(tf.config.list_physical_devices(
-              'GPU'))) if hasattr(config, 'controller_on_host') else False),
+      'controller_on_host': (config.controller_on_host(has_gpu) if hasattr(
+          config, 'controller_on_host') else False),
       'code': CODE,
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
       **ratios(ms),

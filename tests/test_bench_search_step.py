@@ -75,3 +75,20 @@ def test_an_unusable_trace_dir_is_refused_before_building(tmp_path):
   assert result.returncode == 2
   assert result.stderr.strip().splitlines()[-1].startswith(
       f"search_step.py: error: --trace_dir '{tmp_path / 'file' / 'traces'}': ")
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--controller_placement=gpu'], "unknown controller_placement 'gpu'; "
+     'valid choices: auto, host, default'),
+    # On CI's CPU `auto` leaves the controller where the network is.
+    (['--control_ops_on_host', '--controller_placement=default'],
+     '--control_ops_on_host needs the controller on the host: '
+     '--controller_placement=host, or auto beside a GPU'),
+])
+def test_bad_placement_flags_are_refused_in_one_line(flags, message):
+  result = subprocess.run(
+      [sys.executable, os.path.join(files.ROOT, 'bench', 'search_step.py'),
+       *flags], capture_output=True, text=True, check=False, timeout=120)
+  assert result.returncode == 2
+  assert result.stderr.strip().splitlines()[-1] == (
+      f'search_step.py: error: {message}')

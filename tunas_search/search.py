@@ -75,7 +75,7 @@ def host_scope(config: SearchConfig):
   back (one scalar). Elsewhere: no device scope (TensorFlow's placement).
   """
   if config.controller_on_host(bool(tf.config.list_physical_devices('GPU'))):
-    return tf.device('/device:CPU:0')
+    return tf.device(tpu.HOST)
   return contextlib.nullcontext()
 
 
