@@ -72,7 +72,7 @@ Keys:
     DIR/<key>.run_metadata.pb.gz; tracing slows ops, so a trace's step_ms
     reads above the timed one.
 
-Every session is configured as the search's (`tpu.session_config` with
+Every session is configured as the search's (`estimators.session_config` with
 `search_graph`; the overhead and supernet-update sides too) or, for the
 stand-alone parts, as stand-alone training's. Before 2026-11-27 all ran
 TensorFlow's default config, whose remapper and memory optimiser the
@@ -81,7 +81,7 @@ search's config turned off on a CPU.
 --sides limits the run to some sides (all by default); a ratio is printed
 only when every part of it was timed. `--sides=search,parts` builds two
 graphs instead of seven and skips the new architectures, so that an A/B of
-two versions of the code on one machine (bench/gpu/checks.sh's bench_ab)
+two versions of the code on one machine (tools/gpu_offline/checks.sh's bench_ab)
 fits a short lease. With TUNAS_BENCH_CODE=DIR in the environment, the
 library and search spaces come from the checkout DIR, not this one (the
 script's calls into them are the same since 2026-11-26).
@@ -120,8 +120,9 @@ from tunas_search import rewards
 from tunas_search import schema
 from tunas_search import search
 from tunas_search import supernet
-from tunas_search import tpu
 from tunas_search.config import ConfigError, SearchConfig
+from tunas_search.runtime import estimators
+from tunas_search.runtime import host_call
 import trace_summary
 
 tf1 = tf.compat.v1
@@ -161,7 +162,7 @@ def _batch(config: SearchConfig, rng):
 
 def _session(graph: tf.Graph, search_graph: bool = True) -> tf1.Session:
   """A session configured as a search's (or stand-alone training's) is."""
-  return tf1.Session(graph=graph, config=tpu.session_config(
+  return tf1.Session(graph=graph, config=estimators.session_config(
       has_gpu=bool(tf.config.list_physical_devices('GPU')),
       search_graph=search_graph))
 
@@ -272,7 +273,7 @@ def overhead_only(config, spec, rng):
         global_step=step)
     scalars = search.logit_summaries(decisions, logits)
     scalars.update({'reward': terms.reward, 'cost': cost})
-    _, packed = tpu.pack_summaries(scalars)
+    _, packed = host_call.pack_summaries(scalars)
     session = _session(graph)
     session.run(tf1.global_variables_initializer())
   return session, [train, packed]

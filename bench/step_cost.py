@@ -62,7 +62,7 @@ Keys (times in ms per step, each config's fastest round):
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds, tower_rounds, instances, op_towers_only, traced_steps.
-Every session is configured as the search's (`tpu.session_config` with
+Every session is configured as the search's (`estimators.session_config` with
 `search_graph`: the supernets and towers) or stand-alone training's is
 (the stand-alone nets). Before 2026-11-27 all ran TensorFlow's default
 config, whose memory optimiser (off in the search on a CPU) turns the
@@ -127,9 +127,9 @@ import search_spaces  # pylint: disable=g-import-not-at-top
 import trace_summary  # pylint: disable=g-import-not-at-top
 from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
 from tunas_search import search  # pylint: disable=g-import-not-at-top
-from tunas_search import tpu  # pylint: disable=g-import-not-at-top
-from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
+from tunas_search.runtime import estimators  # pylint: disable=g-import-not-at-top
+from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
 
 NUM_CLASSES = 10
@@ -267,7 +267,7 @@ class Step:
       # As the search (supernet steps) or stand-alone training configures
       # its session.
       self.session = tf.compat.v1.Session(
-          graph=self.graph, config=tpu.session_config(
+          graph=self.graph, config=estimators.session_config(
               has_gpu=bool(tf.config.list_physical_devices('GPU')),
               search_graph=supernet))
       self.session.run(tf.compat.v1.global_variables_initializer())

@@ -17,8 +17,9 @@ from tunas_search import report
 from tunas_search import search
 from tunas_search import serialization
 from tunas_search import summaries
-from tunas_search import tpu
 from tunas_search.config import SearchConfig
+from tunas_search.runtime import estimators
+from tunas_search.runtime import progress as progress_lib
 
 tf1 = tf.compat.v1
 
@@ -39,31 +40,31 @@ def format_result(result: analysis.Analysis) -> str:
       result, os.path.join(result.model_dir, RESULT_FILENAME))
 
 
-def _mirrored(config: SearchConfig) -> Optional[tpu.Mirrored]:
+def _mirrored(config: SearchConfig) -> Optional[estimators.Mirrored]:
   """The strategy of a search over several local devices, else None."""
   if config.use_tpu or (config.num_replicas == 1 and not config.multi_worker):
     return None
   try:
     if config.multi_worker:
-      return tpu.multi_worker_strategy(config.num_replicas)
-    return tpu.mirrored_strategy(config.num_replicas)
+      return estimators.multi_worker_strategy(config.num_replicas)
+    return estimators.mirrored_strategy(config.num_replicas)
   except ValueError as e:
     raise config_lib.ConfigError(str(e)) from None
 
 
 def _make_estimator(config: SearchConfig, model_spec: Any,
-                    mirrored: Optional[tpu.Mirrored]):
+                    mirrored: Optional[estimators.Mirrored]):
   # No estimator saver: `_checkpoint_saver` replaces it.
-  run_config = tpu.make_run_config(
+  run_config = estimators.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
       config.tpu_zone, config.gcp_project, config.seed, mirrored,
       search_graph=True)
   model_fn = search.make_model_fn(
       config, model_spec, write_summaries=mirrored is None or mirrored.is_chief)
-  return tpu.make_estimator(model_fn,
-                            run_config, config.use_tpu,
-                            config.train_batch_size)
+  return estimators.make_estimator(model_fn,
+                                   run_config, config.use_tpu,
+                                   config.train_batch_size)
 
 
 def _checkpoint_saver(config: SearchConfig,
@@ -87,7 +88,8 @@ def search_input_fn(config: SearchConfig) -> data.SearchInputFn:
 
 
 def non_finite_loss_error(model_dir: str,
-                          steps: tpu.StepTracker) -> NonFiniteLossError:
+                          steps: progress_lib.StepTracker
+                          ) -> NonFiniteLossError:
   """The one-line error for a run stopped by a non-finite loss.
 
   If the newest checkpoint holds NaN or inf, this also rewinds the checkpoint
@@ -123,13 +125,14 @@ def non_finite_loss_error(model_dir: str,
 
 def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
            hooks: List[tf1.train.SessionRunHook], write_graph: bool,
-           mirrored: Optional[tpu.Mirrored]) -> None:
+           mirrored: Optional[estimators.Mirrored]) -> None:
   """Trains from the latest checkpoint to `config.total_steps`."""
   total = config.total_steps
   log_every = config.log_every_steps or max(1, min(
       config.tpu_iterations_per_loop, total // 20 or 1))
-  progress = tpu.ProgressHook(total, config.train_batch_size, log_every)
-  steps = tpu.StepTracker(
+  progress = progress_lib.ProgressHook(total, config.train_batch_size,
+                                       log_every)
+  steps = progress_lib.StepTracker(
       config.tpu_iterations_per_loop if config.use_tpu else 1, total)
   began = time.time()
   logging.info('Building the search graph (about a minute on a CPU for a '
@@ -140,7 +143,7 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
   hooks = ([_checkpoint_saver(config, write_graph)] if chief else []) + [
       progress, steps] + hooks
   replicas = 1 if config.use_tpu else config.num_replicas
-  input_fn = tpu.per_replica_input_fn(
+  input_fn = estimators.per_replica_input_fn(
       input_fn, replicas, *((mirrored.worker, mirrored.num_workers)
                             if mirrored else ()))
   estimator = _make_estimator(config, model_spec, mirrored)
@@ -152,11 +155,12 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
         tf.estimator.train_and_evaluate(
             estimator,
             tf.estimator.TrainSpec(input_fn, max_steps=total, hooks=hooks,
-                                   saving_listeners=[tpu.CheckpointLogger()]),
+                                   saving_listeners=[
+                                       progress_lib.CheckpointLogger()]),
             tf.estimator.EvalSpec(input_fn))
       else:
         estimator.train(input_fn, max_steps=total, hooks=hooks,
-                        saving_listeners=[tpu.CheckpointLogger()])
+                        saving_listeners=[progress_lib.CheckpointLogger()])
   except tf1.train.NanLossDuringTrainingError:
     # The model_fn reports NaN whenever either loss is NaN or +-inf.
     if not chief:
@@ -165,7 +169,7 @@ def _train(config: SearchConfig, model_spec: Any, input_fn: Callable,
           'chief (worker 0) names the checkpoint to resume from') from None
     raise non_finite_loss_error(config.model_dir, steps) from None
   logging.info('Search reached step %d in %s', total,
-               tpu.format_seconds(time.time() - began))
+               progress_lib.format_seconds(time.time() - began))
 
 
 def run_search(config: SearchConfig, model_spec: Any,
@@ -213,7 +217,7 @@ def run_search(config: SearchConfig, model_spec: Any,
       model_dir_lib.resume_from(config.model_dir, resume_from)
     model_dir_lib.remove_stale_temp_dirs(config.model_dir)
     summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
-    start = tpu.latest_step(config.model_dir)
+    start = progress_lib.latest_step(config.model_dir)
     logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
                  'Resuming' if resumed else 'Starting', config.search_space,
                  config.model_dir, start, config.total_steps,
@@ -242,7 +246,7 @@ def _check_logits_layout(model_dir: str) -> None:
 def _run_worker(config: SearchConfig, model_spec: Any,
                 hooks: Optional[List[tf1.train.SessionRunHook]],
                 input_fn: Optional[Callable],
-                mirrored: tpu.Mirrored) -> None:
+                mirrored: estimators.Mirrored) -> None:
   """A multi-worker search's non-chief worker: trains, writes nothing.
 
   The chief locks, checks and writes the model dir; this worker restores

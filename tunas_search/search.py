@@ -30,9 +30,12 @@ from tunas_search import schedules
 from tunas_search import schema
 from tunas_search import summaries
 from tunas_search import supernet
-from tunas_search import tpu
 from tunas_search.config import SearchConfig
 from tunas_search.data import untranspose_images
+from tunas_search.runtime import host_call as host_call_lib
+from tunas_search.runtime import placement
+from tunas_search.runtime import replicas
+from tunas_search.runtime import xla_fusion
 
 tf1 = tf.compat.v1
 # Variable scope of the controller's logits, baseline and Adam slots.
@@ -75,7 +78,7 @@ def host_scope(config: SearchConfig):
   back (one scalar). Elsewhere: no device scope (TensorFlow's placement).
   """
   if config.controller_on_host(bool(tf.config.list_physical_devices('GPU'))):
-    return tf.device(tpu.HOST)
+    return tf.device(placement.HOST)
   return contextlib.nullcontext()
 
 
@@ -94,7 +97,7 @@ def _sampling_seed(config: SearchConfig, base: int,
     base: `config.seed`, or a number drawn once per process without one.
     step: the global step read at the start of the step.
   """
-  replica = tpu.replica_id(config.use_tpu, config.num_replicas)
+  replica = replicas.replica_id(config.use_tpu, config.num_replicas)
   return tf.stack([tf.constant(base, tf.int64), tf.cast(step, tf.int64),
                    replica])
 
@@ -164,7 +167,7 @@ def _finite_or_zero(grads_and_vars, finite: tf.Tensor):
   """
   # Computed once: XLA copied the scalar chain of the check (two is-finite
   # tests, an and, a cast) into every variable's update fusion.
-  scale32 = tpu.computed_once(tf.cast(finite, tf.float32))
+  scale32 = xla_fusion.computed_once(tf.cast(finite, tf.float32))
 
   def zeroed(g):
     if g is None:
@@ -253,7 +256,7 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
     learning_rate = schedules.cosine_with_warmup(
         step, config.scaled_model_learning_rate, config.total_steps,
         config.fraction_steps(config.model_warmup_steps_fraction))
-    learning_rate = tpu.computed_once(learning_rate)
+    learning_rate = xla_fusion.computed_once(learning_rate)
   # GATE_NONE (and tf.gradients' default): the optimiser's default (GATE_OP)
   # groups the input gradients of every multi-input op with a NoOp and an
   # Identity per gradient, which only orders their computation (values are
@@ -275,7 +278,7 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
     # scalar per group of weights instead.
     norms = optimizer.gradient_norms(grads_and_vars)
   else:
-    optimizer = tpu.model_optimizer(config, learning_rate)
+    optimizer = replicas.model_optimizer(config, learning_rate)
     grads_and_vars = optimizer.compute_gradients(
         loss, var_list=variables,
         gate_gradients=tf1.train.Optimizer.GATE_NONE)
@@ -356,7 +359,7 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
   `step` is the global step read at the start of this step.
   """
   def mean(x):
-    return tpu.cross_replica_mean(x, config.num_replicas, config.use_tpu)
+    return replicas.cross_replica_mean(x, config.num_replicas, config.use_tpu)
 
   step_baseline = mean(reward)
   baseline = rewards.ema_baseline(step_baseline, config.rl_baseline_momentum,
@@ -372,7 +375,8 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  learning_rate = tpu.computed_once(learning_rate)  # Used by each update.
+  # Used by each update.
+  learning_rate = xla_fusion.computed_once(learning_rate)
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
   finite = _all_finite(loss, grads)
   grads = _finite_or_zero(grads, finite)
@@ -392,15 +396,15 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
 
 def logit_summaries(decisions: List[schema.Decision],
                     logits: Union[Sequence[tf.Tensor], Mapping[int, tf.Tensor]]
-                    ) -> Dict[str, tpu.Entry]:
+                    ) -> Dict[str, host_call_lib.Entry]:
   """The controller's logits and choice probabilities as scalar summaries.
 
   `rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>` (TuNAS's
   tag names) for every decision, and `rlprobs/<path>/<choice name>` (the
   softmax of the logits, as `analyze_search` reports them) for every decision
   with more than one choice (`summaries.prob_tags`). The values are entries
-  of a few vectors (`tpu.Entry`), packed without a slice each; use
-  `tpu.summary_tensors` for tensors.
+  of a few vectors (`host_call_lib.Entry`), packed without a slice each; use
+  `host_call_lib.summary_tensors` for tensors.
 
   Args:
     decisions: `schema.decisions(spec)`.
@@ -416,8 +420,8 @@ def logit_summaries(decisions: List[schema.Decision],
     single = logits
   for i, d in enumerate(decisions):
     if d.num_choices == 1:
-      out[controller.path_logit_tag(d, 0)] = tpu.Entry(single[i], 0)
-      out[controller.tag_logit_tag(d, 0)] = tpu.Entry(single[i], 0)
+      out[controller.path_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
+      out[controller.tag_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
   # One softmax per number of choices (charted: more than one choice).
   for n, rows in controller.rows_by_size(decisions).items():
     values = tf.convert_to_tensor(groups[n])
@@ -429,9 +433,11 @@ def logit_summaries(decisions: List[schema.Decision],
     for k, i in enumerate(rows):
       d = decisions[i]
       for j in range(n):
-        out[controller.path_logit_tag(d, j)] = tpu.Entry(flat, k * n + j)
-        out[controller.tag_logit_tag(d, j)] = tpu.Entry(flat, k * n + j)
-      out.update({tag: tpu.Entry(probs, k * n + j)
+        out[controller.path_logit_tag(d, j)] = host_call_lib.Entry(
+            flat, k * n + j)
+        out[controller.tag_logit_tag(d, j)] = host_call_lib.Entry(
+            flat, k * n + j)
+      out.update({tag: host_call_lib.Entry(probs, k * n + j)
                   for j, tag in enumerate(summaries.prob_tags(d))})
   return out
 
@@ -471,7 +477,7 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
     control_ops_on_host: where the controller runs on the host
       (`controller_placement`), also place there the network's control
       values derived from the sampled masks and the deferred update's step
-      counts (`tpu.pin_control_ops`). Off by default: an experiment for
+      counts (`placement.pin_control_ops`). Off by default: an experiment for
       `bench/search_step.py --control_ops_on_host`, not yet measured on a
       GPU (docs/benchmarks.md, "GPU, 2026-11-27").
   """
@@ -520,7 +526,8 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
     # 2-3. Train the shared weights and score the architecture.
     snapshots = {} if config.validation_weights == 'pre_update' else None
     model = _shared_weight_step(config, masked_spec, batch, step,
-                                snapshots, tpu.HOST if pin_control else None)
+                                snapshots,
+                                placement.HOST if pin_control else None)
     accuracy = _validation_accuracy(config, masked_spec, batch,
                                     model['train_op'], snapshots)
     # 4-5. Reward, baseline and the controller update.
@@ -536,16 +543,16 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
 
       scalars = _summary_scalars(config, decisions, variables, model, rl,
                                  reward, accuracy, p_ops, p_filters)
-      names, packed = tpu.pack_summaries(scalars)
+      names, packed = host_call_lib.pack_summaries(scalars)
       # Logged under the step number after this step (the global step the
       # controller's update leaves, which names the checkpoint written after
       # it), at every host loop, every checkpoint and the last step.
-      host_call = tpu.make_host_call(
+      host_call = host_call_lib.make_host_call(
           config.model_dir, names, packed, step + 1,
           [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
           final_step=config.total_steps) if write_summaries else None
     if pin_control:
-      tpu.pin_control_ops(graph.get_operations()[first_op:])
+      placement.pin_control_ops(graph.get_operations()[first_op:])
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=_nan_unless_finite(model['loss'], rl['loss']),
         train_op=tf.group(model['train_op'], rl['train_op']),

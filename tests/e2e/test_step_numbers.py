@@ -22,7 +22,7 @@ from tunas_search import controller
 from tunas_search import cost_models
 from tunas_search import schema
 from tunas_search import search
-from tunas_search import tpu
+from tunas_search.runtime import host_call
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -37,14 +37,14 @@ def _run_steps(config, spec, indices: List[int], steps: int,
                monkeypatch, start: int = START) -> List[Dict[str, float]]:
   """Runs `steps` steps of the real model_fn; returns the logged scalars."""
   packed_names = []
-  real_pack = tpu.pack_summaries
+  real_pack = host_call.pack_summaries
 
   def pack(scalars):
     names, packed = real_pack(scalars)
     packed_names.extend(names)
     return names, packed
 
-  monkeypatch.setattr(search.tpu, 'pack_summaries', pack)
+  monkeypatch.setattr(search.host_call_lib, 'pack_summaries', pack)
   rng = np.random.default_rng(0)
   size, channels = config.image_size, config.input_channels
   b, v = config.train_batch_size, config.validation_batch_size

@@ -272,8 +272,8 @@ def test_stateful_batch_norm_at_a_sampled_width_is_refused():
 
 
 def test_config_choices_are_the_builder_forms():
-  # config.py names the forms without importing TensorFlow; they must not
-  # drift from the builder's.
+  # config/validation.py names the forms without importing TensorFlow; they
+  # must not drift from the builder's.
   from tunas_search import config  # pylint: disable=g-import-not-at-top
   from tunas_search.supernet import widths  # pylint: disable=g-import-not-at-top
   assert set(config.SUPERNET_WIDTHS) == {'auto', *widths.WIDTH_FORMS}

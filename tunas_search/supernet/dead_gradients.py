@@ -132,7 +132,8 @@ def _merge_grad(op, grad, _):
   # The predicates need not sit with the Merge (tf.gradients colocates a
   # gradient with its op): value_index is a host-memory scalar on a GPU too,
   # and a Switch reads its predicate from host memory, so where the step
-  # pins control values to the host (`tpu.pin_control_ops`) these go there.
+  # pins control values to the host (`placement.pin_control_ops`) these go
+  # there.
   with op.graph.colocate_with(None, ignore_existing=True):
     preds = [tf.cast(index, tf.bool)] + [
         tf.equal(index, i) for i in range(1, len(op.inputs) - 1)]

@@ -237,7 +237,7 @@ class DeferredRMSProp:
     decay, momentum, epsilon: RMSProp's (docs/method.md section 6).
     bookkeeping_device: where the vector of the steps each weight is
       current to lives (with its gathers and scatters), e.g. the host CPU
-      beside a GPU (`tpu.pin_control_ops`); None: TensorFlow's placement.
+      beside a GPU (`placement.pin_control_ops`); None: TensorFlow's placement.
   """
 
   def __init__(self, variables: Sequence[tf.Variable], uses: WeightUses,
