@@ -64,8 +64,7 @@ Keys:
   The run's settings: benchmark ('search_step'), search_space, image_size,
     train_batch_size, validation_batch_size, architecture (the pinned
     architecture string), sides (what was built and timed),
-    controller_placement and controller_on_host (what it resolved to),
-    control_ops_on_host (--control_ops_on_host).
+    controller_placement and controller_on_host (what it resolved to).
   trace (with --trace_dir DIR): per timed key, the summary of one run of it
     with a software trace (bench/trace_summary.py's keys: where the step's
     time went, its critical path), its RunMetadata written to
@@ -223,17 +222,14 @@ def _validation_after_update():
     search._validation_accuracy = original  # pylint: disable=protected-access
 
 
-def search_step(config, spec, indices, rng, overlap: bool = True,
-                control_ops_on_host: bool = False):
+def search_step(config, spec, indices, rng, overlap: bool = True):
   """Session and train op of the real model_fn, pinned to `indices`."""
   graph = tf.Graph()
   with graph.as_default(), (contextlib.nullcontext() if overlap
                             else _validation_after_update()):
     tf1.set_random_seed(0)
     features, labels = _batch(config, rng)
-    # Only given when set: an older checkout (TUNAS_BENCH_CODE) lacks it.
-    model_fn = search.make_model_fn(config, spec, **(
-        {'control_ops_on_host': True} if control_ops_on_host else {}))
+    model_fn = search.make_model_fn(config, spec)
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
     pin = _pin_controller(schema.decisions(spec), indices)
@@ -449,11 +445,6 @@ def main():
                       'host or default; its default when not given): where '
                       'the search and overhead sides run the controller, '
                       'cost model, reward and summaries')
-  parser.add_argument('--control_ops_on_host', action='store_true',
-                      help='search sides: where the controller runs on the '
-                      'host, place the network\'s mask-derived control '
-                      'values and the deferred update\'s step counts there '
-                      'too (search.make_model_fn\'s experiment)')
   parser.add_argument('--trace_dir', default='',
                       help='after timing, run each timed side once traced: '
                       'its RunMetadata goes to DIR/<key>.run_metadata.pb.gz '
@@ -477,11 +468,6 @@ def main():
   except ConfigError as e:
     parser.error(str(e))
   has_gpu = bool(tf.config.list_physical_devices('GPU'))
-  if args.control_ops_on_host and not (
-      hasattr(sampled_config, 'controller_on_host')
-      and sampled_config.controller_on_host(has_gpu)):
-    parser.error('--control_ops_on_host needs the controller on the host: '
-                 '--controller_placement=host, or auto beside a GPU')
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
@@ -490,19 +476,16 @@ def main():
   # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
   assert sampled_config.defers_unused_weight_steps
   fetches = {}
-  pin = {'control_ops_on_host': args.control_ops_on_host}
   if 'search' in sides:
-    fetches['search'] = search_step(sampled_config, spec, indices, rng, **pin)
+    fetches['search'] = search_step(sampled_config, spec, indices, rng)
   if 'masked' in sides:
-    fetches['search_masked'] = search_step(masked_config, spec, indices, rng,
-                                           **pin)
+    fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
   if 'every_step' in sides:
     fetches['search_every_step'] = search_step(
-        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng,
-        **pin)
+        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng)
   if 'serialised' in sides:
     fetches['search_serialised'] = search_step(sampled_config, spec, indices,
-                                               rng, overlap=False, **pin)
+                                               rng, overlap=False)
   for side, widest in (('parts', False), ('widest', True)):
     if side in sides:
       session, train, inference = parts(sampled_config, spec, indices, rng,
@@ -544,7 +527,6 @@ def main():
       'architecture': architecture.format_indices(indices),
       'sides': sides,
       'controller_placement': getattr(config, 'controller_placement', None),
-      'control_ops_on_host': args.control_ops_on_host,
       'controller_on_host': (config.controller_on_host(has_gpu) if hasattr(
           config, 'controller_on_host') else False),
       'code': CODE,

@@ -223,13 +223,9 @@ def _defers_unused_weight_steps(config: SearchConfig) -> bool:
 
 def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
                         step: tf.Tensor,
-                        snapshots: Optional[Dict[str, tf.Tensor]],
-                        bookkeeping_device: Optional[str] = None
+                        snapshots: Optional[Dict[str, tf.Tensor]]
                         ) -> Dict[str, tf.Tensor]:
-  """Trains the shared weights on the training batch; returns its tensors.
-
-  `bookkeeping_device`: where the deferred update keeps its step counts.
-  """
+  """Trains the shared weights on the training batch; returns its tensors."""
   decay = supernet.MaskedWeightDecay()
   deferred = _defers_unused_weight_steps(config)
   uses = supernet.WeightUses() if deferred else None
@@ -270,8 +266,7 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
     optimizer = supernet.DeferredRMSProp(
         variables, uses, snapshots, step, learning_rate,
         decay=config.model_rmsprop_decay, momentum=config.model_momentum,
-        epsilon=config.model_rmsprop_epsilon,
-        bookkeeping_device=bookkeeping_device)
+        epsilon=config.model_rmsprop_epsilon)
     grads_and_vars = list(zip(optimizer.gradients(loss, variables),
                               variables))
     # Gradients of unused weights are dead: what runs every step reads one
@@ -465,8 +460,7 @@ def _summary_scalars(config: SearchConfig, decisions, variables, model, rl,
 
 
 def make_model_fn(config: SearchConfig, model_spec: Any,
-                  write_summaries: bool = True,
-                  control_ops_on_host: bool = False):
+                  write_summaries: bool = True):
   """Returns the TPUEstimator model_fn of a search (TRAIN mode only).
 
   Args:
@@ -474,12 +468,6 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
     model_spec: the search space's spec (no masks).
     write_summaries: False on the non-chief workers of a multi-worker
       search, so that only the chief writes events.
-    control_ops_on_host: where the controller runs on the host
-      (`controller_placement`), also place there the network's control
-      values derived from the sampled masks and the deferred update's step
-      counts (`placement.pin_control_ops`). Off by default: an experiment for
-      `bench/search_step.py --control_ops_on_host`, not yet measured on a
-      GPU (docs/benchmarks.md, "GPU, 2026-11-27").
   """
   decisions = schema.decisions(model_spec)
   # Without --seed each run samples its own stream; with it, every run the
@@ -499,10 +487,6 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
   @tf.autograph.experimental.do_not_convert
   def step_fn(features, labels, mode):
     global_step = tf1.train.get_or_create_global_step()
-    graph = tf1.get_default_graph()
-    first_op = len(graph.get_operations())
-    pin_control = control_ops_on_host and config.controller_on_host(
-        bool(tf.config.list_physical_devices('GPU')))
     batch = _unpack(features, labels, config)
 
     # 1. Sample an architecture.
@@ -525,9 +509,7 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
 
     # 2-3. Train the shared weights and score the architecture.
     snapshots = {} if config.validation_weights == 'pre_update' else None
-    model = _shared_weight_step(config, masked_spec, batch, step,
-                                snapshots,
-                                placement.HOST if pin_control else None)
+    model = _shared_weight_step(config, masked_spec, batch, step, snapshots)
     accuracy = _validation_accuracy(config, masked_spec, batch,
                                     model['train_op'], snapshots)
     # 4-5. Reward, baseline and the controller update.
@@ -551,8 +533,6 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
           config.model_dir, names, packed, step + 1,
           [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
           final_step=config.total_steps) if write_summaries else None
-    if pin_control:
-      placement.pin_control_ops(graph.get_operations()[first_op:])
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, loss=_nan_unless_finite(model['loss'], rl['loss']),
         train_op=tf.group(model['train_op'], rl['train_op']),

@@ -129,14 +129,8 @@ def _merge_grad(op, grad, _):
       or not isinstance(grad, tf.Tensor) or len(op.inputs) < 2):
     return control_flow_grad._MergeGrad(op, grad, None)  # pylint: disable=protected-access
   index = op.outputs[1]
-  # The predicates need not sit with the Merge (tf.gradients colocates a
-  # gradient with its op): value_index is a host-memory scalar on a GPU too,
-  # and a Switch reads its predicate from host memory, so where the step
-  # pins control values to the host (`placement.pin_control_ops`) these go
-  # there.
-  with op.graph.colocate_with(None, ignore_existing=True):
-    preds = [tf.cast(index, tf.bool)] + [
-        tf.equal(index, i) for i in range(1, len(op.inputs) - 1)]
+  preds = [tf.cast(index, tf.bool)] + [
+      tf.equal(index, i) for i in range(1, len(op.inputs) - 1)]
   # value_index 0 takes the false side; any other the true side, split on.
   first, rest = tf.raw_ops.Switch(data=grad, pred=preds[0])
   grads = [first]

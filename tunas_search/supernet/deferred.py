@@ -38,7 +38,6 @@ checkpoint's step. One replica only: replicas that sample different
 architectures would share the union of their gradients.
 """
 
-import contextlib
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -235,15 +234,12 @@ class DeferredRMSProp:
     step: the global step read at the start of this step (int64 scalar).
     learning_rate: float32 scalar.
     decay, momentum, epsilon: RMSProp's (docs/method.md section 6).
-    bookkeeping_device: where the vector of the steps each weight is
-      current to lives (with its gathers and scatters), e.g. the host CPU
-      beside a GPU (`placement.pin_control_ops`); None: TensorFlow's placement.
   """
 
   def __init__(self, variables: Sequence[tf.Variable], uses: WeightUses,
                snapshots: Mapping[str, tf.Tensor], step: tf.Tensor,
                learning_rate: tf.Tensor, *, decay: float, momentum: float,
-               epsilon: float, bookkeeping_device: Optional[str] = None):
+               epsilon: float):
     self._learning_rate = learning_rate
     # One tensor each, which every update captures (a float argument would
     # be a constant per weight: ~1,000 more graph ops).
@@ -263,9 +259,7 @@ class DeferredRMSProp:
       groups.setdefault(key, (scales, []))[1].append(var)
     ordered = [v for _, vs in groups.values() for v in vs]
     names = [_base_name(v.name) for v in ordered]
-    self._bookkeeping_device = bookkeeping_device
-    with tf1.variable_scope(SCOPE, reuse=tf1.AUTO_REUSE), \
-        self._on_bookkeeping_device():
+    with tf1.variable_scope(SCOPE, reuse=tf1.AUTO_REUSE):
       # Only read from checkpoints (`caught_up`): which entry of
       # `current_to` belongs to which weight.
       tf1.get_variable('names', initializer=tf.constant(names or [''],
@@ -323,10 +317,6 @@ class DeferredRMSProp:
             # existed; it must still see the weight after its catch-up.
             _read_op(read)._add_control_input(caught_up.op)  # pylint: disable=protected-access
         self._groups.append((used[g], span, group, caught_up))
-
-  def _on_bookkeeping_device(self):
-    return (tf.device(self._bookkeeping_device) if self._bookkeeping_device
-            else contextlib.nullcontext())
 
   def _create_slots(self, var: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:
     """(mean square, momentum), named and initialised as TensorFlow's RMSProp."""
@@ -425,11 +415,8 @@ class DeferredRMSProp:
     """
     grads = {v.ref(): g for g, v in grads_and_vars}
     updates = []
-    # With the bookkeeping on the host, so are the groups' predicates:
-    # `finite` crosses once, not once per group.
-    with self._on_bookkeeping_device():
-      takes = tf.unstack(tf.logical_and(self._used, finite),
-                         num=len(self._groups))
+    takes = tf.unstack(tf.logical_and(self._used, finite),
+                       num=len(self._groups))
     next_step = self._step + 1
     learning_rate = tf.convert_to_tensor(self._learning_rate, tf.float32)
     with ops.v1_control_flow():
