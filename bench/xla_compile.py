@@ -42,11 +42,11 @@ def _child(args) -> dict:
   import contextlib
   import numpy as np
   import tensorflow as tf
-  from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
   import search_spaces
   from tunas_search import search
   from tunas_search import supernet
   from tunas_search.config import SearchConfig
+  from tunas_search.tf_internals import xla
   tf1 = tf.compat.v1
 
   space = search_spaces.get(args.search_space)

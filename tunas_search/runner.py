@@ -20,6 +20,7 @@ from tunas_search import summaries
 from tunas_search.config import SearchConfig
 from tunas_search.runtime import estimators
 from tunas_search.runtime import progress as progress_lib
+from tunas_search.tf_internals import estimator as tf_estimator
 
 tf1 = tf.compat.v1
 
@@ -75,7 +76,7 @@ def _checkpoint_saver(config: SearchConfig,
       config.model_dir, config.iterations_per_checkpoint, write_graph)
   if config.use_tpu:
     # A session run is a whole host loop on TPU.
-    saver._set_steps_per_run(config.tpu_iterations_per_loop)  # pylint: disable=protected-access
+    tf_estimator.set_steps_per_run(saver, config.tpu_iterations_per_loop)
   return saver
 
 

@@ -16,7 +16,6 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
 
 import search_spaces
 from tunas_search import architecture
@@ -25,6 +24,7 @@ from tunas_search import supernet
 from tunas_search.config import SearchConfig
 from tunas_search.standalone import make_model_fn
 from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.tf_internals import xla
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position

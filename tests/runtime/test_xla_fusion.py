@@ -7,9 +7,9 @@ and compiled.
 
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
 
 from tunas_search.runtime import xla_fusion
+from tunas_search.tf_internals import xla
 
 # 0, float32's largest and values across far more than a schedule's range.
 # Not below 2^-125, where x * 0.5 would be subnormal (flushed to zero or not,

@@ -17,8 +17,8 @@ from tests.e2e import tiny
 from tunas_search import config as config_lib
 from tunas_search import search
 from tunas_search import supernet as supernet_lib
-from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import deferred
+from tunas_search.tf_internals import dead_gradients
 
 tf1 = tf.compat.v1
 

@@ -15,12 +15,12 @@ import tensorflow as tf
 
 from tunas_search import architecture
 from tunas_search import schema
-from tunas_search.supernet import MaskedWeightDecay
-from tunas_search.supernet import WeightUses
 from tunas_search.supernet import build_network
-from tunas_search.supernet import dead_gradients
+from tunas_search.supernet import MaskedWeightDecay
 from tunas_search.supernet import reading_snapshots
 from tunas_search.supernet import regularization_loss
+from tunas_search.supernet import WeightUses
+from tunas_search.tf_internals import dead_gradients
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'e2e'))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -3,7 +3,6 @@
 from typing import Callable, NamedTuple, Optional
 
 import tensorflow as tf
-from tensorflow.core.protobuf import rewriter_config_pb2  # pylint: disable=g-direct-tensorflow-import
 
 tf1 = tf.compat.v1
 
@@ -147,12 +146,14 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
   if base is not None:
     config.CopyFrom(base)
   rewrites = config.graph_options.rewrite_options
-  rewrites.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+  # The RewriterConfig message class, reached without its private module.
+  rewriter = type(rewrites)
+  rewrites.meta_optimizer_iterations = rewriter.ONE
   if not has_gpu:
-    rewrites.layout_optimizer = rewriter_config_pb2.RewriterConfig.OFF
-    rewrites.memory_optimization = rewriter_config_pb2.RewriterConfig.NO_MEM_OPT
+    rewrites.layout_optimizer = rewriter.OFF
+    rewrites.memory_optimization = rewriter.NO_MEM_OPT
     if search_graph:
-      off = rewriter_config_pb2.RewriterConfig.OFF
+      off = rewriter.OFF
       rewrites.function_optimization = off
       rewrites.loop_optimization = off
       rewrites.implementation_selector = off

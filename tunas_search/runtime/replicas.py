@@ -13,6 +13,7 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from tunas_search.config import TrainingFields
+from tunas_search.tf_internals import xla as tf_xla
 
 tf1 = tf.compat.v1
 
@@ -54,8 +55,7 @@ def _mean_over_replicas(strategy: tf.distribute.Strategy, value):
 def replica_id(use_tpu: bool, num_replicas: int) -> tf.Tensor:
   """int64 scalar: the index of the replica running this op (0 on one)."""
   if use_tpu and num_replicas > 1:
-    from tensorflow.compiler.tf2xla.python import xla  # pylint: disable=g-import-not-at-top,g-direct-tensorflow-import
-    return tf.cast(xla.replica_id(), tf.int64)
+    return tf.cast(tf_xla.replica_id(), tf.int64)
   context = _distributed_replica_context()
   if context is not None:
     return tf.cast(context.replica_id_in_sync_group, tf.int64)

@@ -42,13 +42,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-# TF1's graph functions (`Defun`), which can be kept from being inlined
-# (`_GroupSteps`).
-from tensorflow.python.framework import function as graph_function  # pylint: disable=g-direct-tensorflow-import
 
-from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
 from tunas_search.supernet.weights import WeightUses
+from tunas_search.tf_internals import dead_gradients
+from tunas_search.tf_internals import functions
+from tunas_search.tf_internals import graph as tf_graph
 
 tf1 = tf.compat.v1
 
@@ -139,17 +138,6 @@ def _update_body(num_weights: int, learning_rate: tf.Tensor, rho: tf.Tensor,
       grad=grad) for i, grad in enumerate(grads)]
 
 
-def _graph_function(python_function: Callable, name: str,
-                    types: Sequence[tf.DType]) -> Callable:
-  """`python_function` as a graph function that is never inlined.
-
-  `name` is the function's name in the graph (and its calls' op type),
-  with a hash of its definition.
-  """
-  python_function.__name__ = name
-  return graph_function.Defun(*types, noinline=True)(python_function)
-
-
 class _GroupSteps:
   """A group's catch-up or update as one call of a graph function.
 
@@ -178,7 +166,7 @@ class _GroupSteps:
       def function(*args):
         with tf.control_dependencies(body(num_weights, *args)):
           return tf.constant(True)  # A function returns something.
-      self._functions[key] = _graph_function(
+      self._functions[key] = functions.never_inlined(
           function, f'{body.__name__.strip("_")}_{num_weights}',
           [tf.float32] * len(values) + [tf.resource] * len(handles))
     return self._functions[key](*values, *handles).op
@@ -204,7 +192,7 @@ class _GroupNorms:
     key = tuple(g.dtype for g in grads)
     if key not in self._functions:
       # A wrapper per function: Defun names the function it decorates.
-      self._functions[key] = _graph_function(
+      self._functions[key] = functions.never_inlined(
           lambda *args: _half_squared_norm(*args),
           f'half_squared_norm_{len(grads)}', key)
     norm = self._functions[key](*grads)
@@ -315,7 +303,7 @@ class DeferredRMSProp:
           if read is not None:
             # The read was built with the training pass, before this group
             # existed; it must still see the weight after its catch-up.
-            _read_op(read)._add_control_input(caught_up.op)  # pylint: disable=protected-access
+            tf_graph.add_control_input(_read_op(read), caught_up.op)
         self._groups.append((used[g], span, group, caught_up))
 
   def _create_slots(self, var: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:

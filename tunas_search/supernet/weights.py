@@ -6,7 +6,7 @@ from typing import (Any, Callable, Collection, Dict, List, Mapping, Optional,
 import numpy as np
 import tensorflow as tf
 
-from tunas_search.supernet import dead_gradients
+from tunas_search.tf_internals import dead_gradients
 
 
 def _base_name(name: str) -> str:

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 from tunas_search import search
-from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
+from tunas_search.tf_internals import dead_gradients
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'e2e'))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
