@@ -80,10 +80,12 @@ search's config turned off on a CPU.
 --sides limits the run to some sides (all by default); a ratio is printed
 only when every part of it was timed. `--sides=search,parts` builds two
 graphs instead of seven and skips the new architectures, so that an A/B of
-two versions of the code on one machine (tools/gpu_offline/checks.sh's bench_ab)
-fits a short lease. With TUNAS_BENCH_CODE=DIR in the environment, the
-library and search spaces come from the checkout DIR, not this one (the
-script's calls into them are the same since 2026-11-26).
+two versions of the code on one machine (bench/ab.py, or
+tools/gpu_offline/checks.sh's bench_ab) fits a short lease. With
+TUNAS_BENCH_CODE=DIR in the environment, the library and search spaces come
+from the checkout DIR, not this one; it must take a step plan
+(`search.make_model_fn(config, plan, spec)`), else use bench/ab.py, which
+runs each version's own copy of this script.
 """
 
 import argparse
@@ -120,8 +122,10 @@ from tunas_search import schema
 from tunas_search import search
 from tunas_search import supernet
 from tunas_search.config import ConfigError, SearchConfig
+from tunas_search.config import plan as plan_lib
 from tunas_search.runtime import estimators
 from tunas_search.runtime import host_call
+from tunas_search.runtime import placement
 import trace_summary
 
 tf1 = tf.compat.v1
@@ -131,12 +135,11 @@ _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
 def _config(args, model_dir: str, widths: str,
             unused_weight_steps: str = 'auto') -> SearchConfig:
   space = search_spaces.get(args.search_space)
-  # Only given when named: an older checkout (TUNAS_BENCH_CODE) lacks it.
-  placement = ({'controller_placement': args.controller_placement}
-               if args.controller_placement else {})
+  placed = ({'controller_placement': args.controller_placement}
+            if args.controller_placement else {})
   return SearchConfig(
       supernet_widths=widths, unused_weight_steps=unused_weight_steps,
-      **placement,
+      **placed,
       search_space=args.search_space, model_dir=model_dir, num_classes=10,
       num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size,
@@ -212,14 +215,20 @@ def _validation_after_update():
   """
   original = search._validation_accuracy  # pylint: disable=protected-access
 
-  def serialised(config, masked_spec, batch, after, snapshots):
+  def serialised(config, plan, masked_spec, batch, after, snapshots):
     with tf.control_dependencies([after]):
-      return original(config, masked_spec, batch, after, snapshots)
+      return original(config, plan, masked_spec, batch, after, snapshots)
   search._validation_accuracy = serialised  # pylint: disable=protected-access
   try:
     yield
   finally:
     search._validation_accuracy = original  # pylint: disable=protected-access
+
+
+def _plan(config):
+  """The plan a search on this machine resolves `config` to."""
+  return plan_lib.resolve(config, plan_lib.Environment(
+      has_gpu=bool(tf.config.list_physical_devices('GPU'))))
 
 
 def search_step(config, spec, indices, rng, overlap: bool = True):
@@ -229,7 +238,7 @@ def search_step(config, spec, indices, rng, overlap: bool = True):
                             else _validation_after_update()):
     tf1.set_random_seed(0)
     features, labels = _batch(config, rng)
-    model_fn = search.make_model_fn(config, spec)
+    model_fn = search.make_model_fn(config, _plan(config), spec)
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
     pin = _pin_controller(schema.decisions(spec), indices)
@@ -244,8 +253,8 @@ def overhead_only(config, spec, rng):
   summary packing, without the network."""
   graph = tf.Graph()
   # Placed as in the search step (`controller_placement`).
-  place = getattr(search, 'host_scope', lambda _: contextlib.nullcontext())
-  with graph.as_default(), place(config):
+  with graph.as_default(), placement.host_scope(
+      _plan(config).controller_on_host):
     decisions = schema.decisions(spec)
     step = tf1.train.get_or_create_global_step()
     groups = controller.create_logits(decisions)
@@ -344,9 +353,10 @@ def parts(config, spec, indices, rng, widest: bool):
   graph = tf.Graph()
   with graph.as_default():
     features, labels = _batch(config, rng)
+    # Trained as the search trains the supernet: batch statistics.
+    form = supernet.forms.standalone(is_training=True, batch_norm_mode='batch')
     logits = supernet.build_network(
-        fixed, features['train_images'], config.num_classes, is_training=True,
-        batch_norm_mode='batch')
+        fixed, features['train_images'], config.num_classes, form)
     loss = tf1.losses.softmax_cross_entropy(
         tf.one_hot(labels['train_labels'], config.num_classes), logits,
         label_smoothing=config.label_smoothing)
@@ -354,8 +364,7 @@ def parts(config, spec, indices, rng, widest: bool):
     train = tf1.train.RMSPropOptimizer(0.01, decay=0.9, momentum=0.9,
                                        epsilon=1.0).minimize(loss)
     inference = supernet.build_network(
-        fixed, features['validation_images'], config.num_classes,
-        is_training=True, batch_norm_mode='batch')
+        fixed, features['validation_images'], config.num_classes, form)
     session = _session(graph, search_graph=False)
     session.run(tf1.global_variables_initializer())
   return session, train, inference
@@ -467,14 +476,13 @@ def main():
     masked_config = _config(args, model_dir, 'masked')
   except ConfigError as e:
     parser.error(str(e))
-  has_gpu = bool(tf.config.list_physical_devices('GPU'))
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
   indices = list(architecture.random_indices(
       spec, np.random.default_rng(args.arch_seed)))
   # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
-  assert sampled_config.defers_unused_weight_steps
+  assert _plan(sampled_config).shared_update == plan_lib.DEFERRED
   fetches = {}
   if 'search' in sides:
     fetches['search'] = search_step(sampled_config, spec, indices, rng)
@@ -526,9 +534,8 @@ def main():
       'validation_batch_size': config.validation_batch_size,
       'architecture': architecture.format_indices(indices),
       'sides': sides,
-      'controller_placement': getattr(config, 'controller_placement', None),
-      'controller_on_host': (config.controller_on_host(has_gpu) if hasattr(
-          config, 'controller_on_host') else False),
+      'controller_placement': config.controller_placement,
+      'controller_on_host': _plan(config).controller_on_host,
       'code': CODE,
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
       **ratios(ms),

@@ -126,6 +126,7 @@ if _BENCH not in sys.path:
 import search_spaces  # pylint: disable=g-import-not-at-top
 import trace_summary  # pylint: disable=g-import-not-at-top
 from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
+from tunas_search import nonfinite  # pylint: disable=g-import-not-at-top
 from tunas_search import search  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
 from tunas_search.runtime import estimators  # pylint: disable=g-import-not-at-top
@@ -136,11 +137,9 @@ NUM_CLASSES = 10
 # The search step's finite check, zeroing of non-finite gradients and
 # gradient-sync barrier, taken from the search itself so that a supernet
 # step here is built as the search builds it.
-# pylint: disable=protected-access
-_ALL_FINITE = search._all_finite
-_FINITE_OR_ZERO = search._finite_or_zero
-_AFTER = search._after
-# pylint: enable=protected-access
+_ALL_FINITE = nonfinite.all_finite
+_FINITE_OR_ZERO = nonfinite.finite_or_zero
+_AFTER = search._after  # pylint: disable=protected-access
 # (kernel, expansion) of the op choices of the op-count benchmark.
 OP_CHOICES = ((3, 3.0), (5, 3.0), (7, 3.0), (3, 6.0), (5, 6.0), (7, 6.0),
               (5, 4.0))
@@ -202,17 +201,17 @@ class Step:
             np.eye(d.num_choices, dtype=np.float32)[i], [d.num_choices])
                  for d, i in zip(decisions, indices)]
         spec = schema.with_masks(spec, masks)
-        bn_mode = 'batch'
+        # The search's training pass (`shared_update`).
+        form = (supernet_lib.forms.deferred(width_form) if deferred
+                else supernet_lib.forms.every_step(width_form))
       else:
         spec = architecture.with_indices(spec, indices)
-        bn_mode = 'stateful'
+        form = supernet_lib.forms.standalone(is_training=True)
       rng = np.random.default_rng(0)
       images = tf.constant(rng.normal(size=(
           args.batch, args.image_size, args.image_size, 3)).astype('f4'))
       labels = tf.constant(rng.integers(NUM_CLASSES, size=args.batch))
-      logits = build_network(spec, images, NUM_CLASSES, is_training=True,
-                             batch_norm_mode=bn_mode, width_form=width_form,
-                             uses=uses)
+      logits = build_network(spec, images, NUM_CLASSES, form, uses=uses)
       stack.close()
       loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
       updates = tf.compat.v1.get_collection(
@@ -220,7 +219,7 @@ class Step:
       # The search's optimiser (docs/method.md section 6).
       optimizer = tf.compat.v1.train.RMSPropOptimizer(
           1e-3, decay=0.9, momentum=0.9, epsilon=1.0)
-      # Ungated, as the search computes them (search._shared_weight_step).
+      # Ungated, as the search computes them (search._shared_weight_step, shared_update).
       variables = tf.compat.v1.trainable_variables()
       if sampled_path_only:
         variables = [v for v in variables if _on_path(v.name, indices)]
@@ -248,7 +247,7 @@ class Step:
             gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
         if supernet:
           # The search's finite check, zeroing and gradient-sync barrier
-          # for TuNAS's every-step update (search._shared_weight_step).
+          # for TuNAS's every-step update (search._shared_weight_step, shared_update).
           finite = _ALL_FINITE(loss, grads_and_vars)
           grads_and_vars = _FINITE_OR_ZERO(grads_and_vars, finite)
           grads_and_vars = _AFTER(

@@ -149,7 +149,8 @@ def _estimator(config: TrainEvalConfig, model_spec: Any,
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, config.iterations_per_checkpoint,
       config.keep_checkpoint_max, config.tpu, config.tpu_zone,
-      config.gcp_project, config.seed)
+      config.gcp_project, config.seed,
+      has_gpu=bool(tf.config.list_physical_devices('GPU')))
   return estimators.make_estimator(
       model_fn_lib.make_model_fn(config, model_spec, weights), run_config,
       config.use_tpu, config.train_batch_size,

@@ -49,16 +49,18 @@ def test_session_config_on_a_cpu_host_drops_gpu_only_rewrites():
 
 
 def test_run_config_uses_the_session_config_off_tpu(tmp_path):
-  config = estimators.make_run_config(str(tmp_path), use_tpu=False,
-                                      iterations_per_loop=2, num_shards=1,
-                                      save_checkpoints_steps=10,
-                                      keep_checkpoint_max=2)
-  assert config.session_config == estimators.session_config(
-      has_gpu=bool(tf.config.list_physical_devices('GPU')))
-  search = estimators.make_run_config(str(tmp_path), use_tpu=False,
-                                      iterations_per_loop=2, num_shards=1,
-                                      save_checkpoints_steps=10,
-                                      keep_checkpoint_max=2, search_graph=True)
-  assert search.session_config == estimators.session_config(
-      has_gpu=bool(tf.config.list_physical_devices('GPU')),
-      search_graph=True)
+  # The caller says whether a GPU runs the step (the runner probes it).
+  for has_gpu in (False, True):
+    config = estimators.make_run_config(str(tmp_path), use_tpu=False,
+                                        iterations_per_loop=2, num_shards=1,
+                                        save_checkpoints_steps=10,
+                                        keep_checkpoint_max=2, has_gpu=has_gpu)
+    assert config.session_config == estimators.session_config(
+        has_gpu=has_gpu)
+    search = estimators.make_run_config(str(tmp_path), use_tpu=False,
+                                        iterations_per_loop=2, num_shards=1,
+                                        save_checkpoints_steps=10,
+                                        keep_checkpoint_max=2,
+                                        search_graph=True, has_gpu=has_gpu)
+    assert search.session_config == estimators.session_config(
+        has_gpu=has_gpu, search_graph=True)

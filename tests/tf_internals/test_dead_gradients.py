@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from tunas_search import search
+from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import ops
 from tunas_search.tf_internals import dead_gradients
 
@@ -195,7 +196,8 @@ def _zero_gradient_fills(tmp_path, mode: str, steps: int = 3) -> int:
                                          tf.float32)}
     labels = {'train_labels': tf.constant(rng.randint(10, size=4)),
               'validation_labels': tf.constant(rng.randint(10, size=16))}
-    spec = search.make_model_fn(config, tiny.tiny_spec())(
+    plan = plan_lib.resolve(config)
+    spec = search.make_model_fn(config, plan, tiny.tiny_spec())(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     types = {op.name: op.type for op in graph.get_operations()}
     fills = 0

@@ -2,7 +2,8 @@
 
 `fields`: the config classes (`SearchConfig`, and the fields every training
 job shares) with their command-line help; `validation`: what makes a value
-valid; `persistence`: config.json and model_spec.json in the model dir. The
+valid; `persistence`: config.json and model_spec.json in the model dir;
+`plan`: a search step's form, every `auto` resolved (`plan.resolve`). The
 names below are the package's public face.
 """
 
@@ -19,7 +20,6 @@ from tunas_search.config.persistence import CONFIG_FILENAME
 from tunas_search.config.persistence import load_existing
 from tunas_search.config.persistence import MODEL_SPEC_FILENAME
 from tunas_search.config.persistence import OtherJobError
-from tunas_search.config.persistence import settle
 from tunas_search.config.persistence import write_or_check
 from tunas_search.config.validation import check
 from tunas_search.config.validation import check_cost_model_file
@@ -42,6 +42,6 @@ __all__ = [
     'RESUMABLE_FIELDS', 'RUNTIME_FIELDS', 'SUPERNET_WIDTHS', 'SearchConfig',
     'TrainingFields', 'UNUSED_WEIGHT_STEPS', 'VALIDATION_WEIGHTS', 'check',
     'check_cost_model_file', 'check_image_size', 'check_seed',
-    'load_existing', 'option', 'settle', 'validate_training',
+    'load_existing', 'option', 'validate_training',
     'write_or_check',
 ]

@@ -41,6 +41,9 @@ RUNTIME_FIELDS = frozenset({
 # moves a schedule boundary, or changes the objective the weights were
 # trained on (weight decay, label smoothing) halfway through a search.
 RESUMABLE_FIELDS = frozenset({'model_learning_rate', 'rl_learning_rate'})
+# Fields whose resolved value the step plan checks on resume instead
+# (config/plan.py): 'auto' resuming a run means that run's value.
+PLANNED_FIELDS = frozenset({'unused_weight_steps'})
 
 
 # Keys of a field's metadata (see `option`).
@@ -276,7 +279,7 @@ class SearchConfig(TrainingFields):
       'ones on their momentum), deferred (an unused weight takes its missed '
       'steps in closed form when next used: the same values to float '
       'rounding, updating only the sampled path; one replica off TPU; '
-      'faster, see the README) or auto (deferred where it can run, else '
+      'see docs/method.md) or auto (deferred where it can run, else '
       'every_step; resuming a run keeps its value).',
       choices=UNUSED_WEIGHT_STEPS)
   controller_placement: str = option(
@@ -300,45 +303,6 @@ class SearchConfig(TrainingFields):
   def validation_batch_size(self) -> int:
     """Per-step controller batch: `rl_batch_size_multiplier` x training."""
     return int(round(self.train_batch_size * self.rl_batch_size_multiplier))
-
-  @property
-  def width_form(self) -> str:
-    """The builder's `width_form`: `supernet_widths` with 'auto' resolved."""
-    if self.supernet_widths == 'auto':
-      return 'masked' if self.use_tpu else 'sampled'
-    return self.supernet_widths
-
-  @property
-  def defers_unused_weight_steps(self) -> bool:
-    """Whether unused weights' RMSProp steps are deferred ('auto' resolved)."""
-    if self.unused_weight_steps == 'auto':
-      return validation.can_defer(self)
-    return self.unused_weight_steps == 'deferred'
-
-  def settled(self, old: Optional['SearchConfig'] = None) -> 'SearchConfig':
-    """This config with 'auto' `unused_weight_steps` made concrete.
-
-    What config.json records: the checkpoints' layout depends on it, so a
-    resume must not resolve it anew. Resuming `old` (the model dir's config),
-    'auto' keeps its value; a new run gets 'deferred' where it can run.
-    """
-    if self.unused_weight_steps != 'auto':
-      return self
-    if old is not None and old.unused_weight_steps != 'auto':
-      value = old.unused_weight_steps
-    else:
-      value = 'deferred' if self.defers_unused_weight_steps else 'every_step'
-    return dataclasses.replace(self, unused_weight_steps=value)
-
-  def controller_on_host(self, has_gpu: bool) -> bool:
-    """Whether the step pins its scalar bookkeeping to the host CPU.
-
-    `controller_placement` with 'auto' resolved: the host when one replica
-    runs on a GPU (`has_gpu`).
-    """
-    if self.controller_placement == 'auto':
-      return has_gpu and validation.one_local_replica(self)
-    return self.controller_placement == 'host'
 
   @property
   def scaled_rl_learning_rate(self) -> float:
@@ -377,11 +341,10 @@ class SearchConfig(TrainingFields):
   def incompatibilities(self, other: 'SearchConfig') -> Dict[str, Any]:
     """Fields that may not change on resume: name -> (old, new).
 
-    Everything outside RUNTIME_FIELDS and RESUMABLE_FIELDS, with 'auto'
-    `unused_weight_steps` as `settled` resolves it against `other`.
+    Everything outside RUNTIME_FIELDS, RESUMABLE_FIELDS and PLANNED_FIELDS.
     """
-    mine = dataclasses.asdict(self.settled(other))
-    theirs = dataclasses.asdict(other.settled())
-    free = RUNTIME_FIELDS | RESUMABLE_FIELDS
+    mine = dataclasses.asdict(self)
+    theirs = dataclasses.asdict(other)
+    free = RUNTIME_FIELDS | RESUMABLE_FIELDS | PLANNED_FIELDS
     return {k: (theirs[k], mine[k]) for k in mine
             if k not in free and mine[k] != theirs[k]}

@@ -39,7 +39,7 @@ class OtherJobError(ConfigError):
             + (f' ({self.hint})' if self.hint else ''))
 
 
-def _write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str) -> None:
   """Writes `path` through a temporary file, so it is whole or unchanged."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   with tf.io.gfile.GFile(path + '.tmp', 'w') as f:
@@ -47,7 +47,7 @@ def _write_atomically(path: str, text: str) -> None:
   tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
 
 
-def _read(path: str) -> str:
+def read_text(path: str) -> str:
   """The text of a local or gs:// file."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   with tf.io.gfile.GFile(path) as f:
@@ -67,7 +67,7 @@ def load_existing(cls, path: str):
       or fails validation.
   """
   try:
-    return cls.from_json(_read(path))
+    return cls.from_json(read_text(path))
   except OtherJobError as e:
     raise ConfigError(f'model dir {e.of(os.path.dirname(path))}; use '
                       'another --model_dir') from None
@@ -98,23 +98,9 @@ def _check_resume(config: Any, old: Any, spec_path: str,
     raise ConfigError(f'model dir {config.model_dir} was written by an '
                       f'incompatible config: {listed}')
   if (tf.io.gfile.exists(spec_path) and
-      _read(spec_path) != model_spec_json):
+      read_text(spec_path) != model_spec_json):
     raise ConfigError(f'model dir {config.model_dir} holds a different '
                       'model spec (the search space definition changed)')
-
-
-def settle(config: Any) -> Any:
-  """`config.settled` against the config its model dir holds, if any.
-
-  Raises:
-    ConfigError: if the model dir's config.json cannot be read
-      (`load_existing`).
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  path = os.path.join(config.model_dir, CONFIG_FILENAME)
-  old = (load_existing(type(config), path) if tf.io.gfile.exists(path)
-         else None)
-  return config.settled(old)
 
 
 def write_or_check(config: Any, model_spec_json: str) -> bool:
@@ -146,7 +132,7 @@ def write_or_check(config: Any, model_spec_json: str) -> bool:
     _check_resume(config, old, spec_path, model_spec_json)
     changes = config.resumable_changes(old)
     if changes:
-      _write_atomically(config_path, dataclasses.replace(
+      write_atomically(config_path, dataclasses.replace(
           old, **{k: new for k, (_, new) in changes.items()}).to_json())
       logging.info('Resuming %s with changed %s (config.json updated)',
                    config.model_dir, ', '.join(
@@ -154,6 +140,6 @@ def write_or_check(config: Any, model_spec_json: str) -> bool:
                        for k, (a, b) in changes.items()))
     return True
   tf.io.gfile.makedirs(config.model_dir)
-  _write_atomically(spec_path, model_spec_json)
-  _write_atomically(config_path, config.to_json())
+  write_atomically(spec_path, model_spec_json)
+  write_atomically(config_path, config.to_json())
   return False

@@ -18,36 +18,26 @@ MAX_IMAGE_SIZE = 224
 # first is the released TuNAS's behaviour and the default.
 VALIDATION_WEIGHTS = ('pre_update', 'post_update')
 # How the supernet computes searched widths (docs/method.md section 4,
-# "Computing at the sampled width"): 'auto' is 'masked' on TPU (XLA needs
-# static shapes) and 'sampled' elsewhere. The values are the same either way
-# (to float tolerance) and so are the variables, so the form may change
-# when a run resumes (RUNTIME_FIELDS).
+# "Computing at the sampled width"); the step plan resolves 'auto'
+# (config/plan.py). The values are the same either way (to float tolerance)
+# and so are the variables, so the form may change when a run resumes
+# (RUNTIME_FIELDS).
 SUPERNET_WIDTHS = ('auto', 'sampled', 'masked')
 # How RMSProp moves the shared weights a step's architecture does not use
 # (docs/method.md, "Deferred steps of unused weights"): 'every_step' is
 # TuNAS's optimiser, which steps every weight every step (unused ones move on
 # their momentum); 'deferred' takes an unused weight's missed steps in closed
 # form when it is next used or read, to the same values within float
-# rounding (one replica off TPU); 'auto' is 'deferred' where it can run and
-# 'every_step' elsewhere (TPU, several replicas), as `supernet_widths`
-# computes at the sampled width off TPU. On this project's CPU deferring made
-# search steps faster in both default spaces (17% and 2% at 64x64) and the
-# op-choice tower of bench/step_cost.py cheaper, for a start-up a few seconds
-# longer (docs/benchmarks.md).
-# Not changeable on resume: a deferred checkpoint holds weights as of their
-# last use. So config.json records what 'auto' resolved to (`settled`), and
-# 'auto' resuming a run keeps that run's value (runs written before 'auto'
-# existed stepped every weight every step).
+# rounding (one replica off TPU). The step plan resolves 'auto' and keeps a
+# resumed run's value: a deferred checkpoint holds weights as of their last
+# use (config/plan.py).
 UNUSED_WEIGHT_STEPS = ('auto', 'every_step', 'deferred')
 # Where the step's scalar bookkeeping runs (the controller's sampling and
 # update, the cost model, the reward, the schedules and the summary packing):
 # 'host' pins it to the host CPU, 'default' leaves it to TensorFlow's placer,
-# which puts every op with a GPU kernel on the GPU, as TuNAS's code does;
-# 'auto' is 'host' when one replica runs on a GPU, else 'default'. On an H100
-# those few hundred scalar ops each cost a kernel launch and were ~10% of a
-# search step (docs/benchmarks.md, "GPU, 2026-11-26"); on the host they cost
-# about a microsecond each. Values and variables are the same either way, so
-# it may change on resume (RUNTIME_FIELDS).
+# which puts every op with a GPU kernel on the GPU, as TuNAS's code does
+# (docs/DESIGN.md, "The step plan"). Values and variables are the same either
+# way, so it may change on resume (RUNTIME_FIELDS).
 CONTROLLER_PLACEMENTS = ('auto', 'host', 'default')
 
 

@@ -167,14 +167,15 @@ def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
                     gcp_project: Optional[str] = None,
                     seed: Optional[int] = None,
                     mirrored: Optional[Mirrored] = None,
-                    search_graph: bool = False
+                    search_graph: bool = False, has_gpu: bool = False
                     ) -> tf1.estimator.tpu.RunConfig:
   """A TPU RunConfig; resolves the Cloud TPU by name only when `use_tpu`.
 
   `save_checkpoints_steps=None` turns the estimator's own checkpoint saver
   off, for a caller that passes its own (`model_dir.CheckpointSaver`).
   `mirrored` (off TPU) runs training on several local devices;
-  `search_graph` selects the search's session config (`session_config`).
+  `search_graph` and `has_gpu` (whether a GPU runs the step, as the caller
+  probed it) select the session config (`session_config`).
   """
   cluster = None
   if use_tpu:
@@ -194,8 +195,7 @@ def make_run_config(model_dir: str, use_tpu: bool, iterations_per_loop: int,
       # On TPU, TPUEstimator builds the session config for the cluster.
       session_config=None if use_tpu else session_config(
           mirrored.session_config if mirrored else None,
-          has_gpu=bool(tf.config.list_physical_devices('GPU')),
-          search_graph=search_graph),
+          has_gpu=has_gpu, search_graph=search_graph),
       tpu_config=tf1.estimator.tpu.TPUConfig(
           iterations_per_loop=iterations_per_loop,
           num_shards=num_shards if use_tpu else None,

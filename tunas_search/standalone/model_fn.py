@@ -36,11 +36,10 @@ def network(config: TrainEvalConfig, masked_spec: Any, images: tf.Tensor,
   """
   before = {v.name for v in tf1.global_variables()}
   logits = supernet.build_network(
-      masked_spec, images, config.num_classes, is_training=is_training,
-      batch_norm_mode='stateful',
-      dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32,
-      dropout_rate=config.effective_dropout_rate,
-      path_dropout_rate=config.path_dropout_rate)
+      masked_spec, images, config.num_classes, supernet.forms.standalone(
+          is_training, dropout_rate=config.effective_dropout_rate,
+          path_dropout_rate=config.path_dropout_rate),
+      dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32)
   created = [v for v in tf1.global_variables() if v.name not in before]
   return logits, created
 
