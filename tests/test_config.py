@@ -22,7 +22,15 @@ def _config(tmp_path, **overrides):
 
 def test_derived_values(tmp_path):
   c = _config(tmp_path, epochs=2.0)
-  assert c.total_steps == 625  # ceil(2 * 10000 / 32)
+  assert c.total_steps == 625  # 2 * 10000 / 32
+  # Rounded down, as the released TuNAS (docs/method.md section 6).
+  assert _config(tmp_path, epochs=1.0, num_train_examples=1000,
+                 train_batch_size=32).total_steps == 31  # 31.25
+  assert _config(tmp_path, epochs=0.001).total_steps == 1  # At least one.
+  preset = _config(tmp_path, epochs=90.0, num_train_examples=1_231_121,
+                   train_batch_size=4096)
+  assert preset.total_steps == 27_050  # 27,050.5
+  assert preset.fraction_steps(0.25) == 6_762
   assert c.validation_batch_size == 128  # 4 x training batch (docs/method.md section 6).
   assert c.scaled_model_learning_rate == pytest.approx(0.165 * 32 / 256)
   assert c.scaled_rl_learning_rate == pytest.approx(3e-4 * 32 / 256)

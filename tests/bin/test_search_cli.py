@@ -115,7 +115,7 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
     assert (config.rl_cost_model_target, config.cost_model) == (
         target, 'pixel1_latency')
     assert (config.train_batch_size, config.num_replicas,
-            config.total_steps) == (4096, 32, 27051)  # 90 epochs.
+            config.total_steps) == (4096, 32, 27050)  # 90 epochs, down.
     assert config.effective_cost_model_space == space
 
 

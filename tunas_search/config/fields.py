@@ -85,10 +85,14 @@ class JobConfigMixin:
 
   @property
   def total_steps(self) -> int:
-    """Number of steps: `max_steps`, else `epochs` over the training split."""
+    """Number of steps: `max_steps`, else `epochs` over the training split.
+
+    Rounded down, as the released TuNAS counts steps (docs/method.md
+    section 6): 90 epochs of 1,231,121 images at 4096 a step are 27,050.
+    """
     if self.max_steps is not None:
       return self.max_steps
-    return max(1, int(math.ceil(
+    return max(1, int(math.floor(
         self.epochs * self.num_train_examples / self.train_batch_size)))
 
   @property
