@@ -73,9 +73,7 @@ Keys:
 
 Every session is configured as the search's (`estimators.session_config` with
 `search_graph`; the overhead and supernet-update sides too) or, for the
-stand-alone parts, as stand-alone training's. Before 2026-11-27 all ran
-TensorFlow's default config, whose remapper and memory optimiser the
-search's config turned off on a CPU.
+stand-alone parts, as stand-alone training's.
 
 --sides limits the run to some sides (all by default); a ratio is printed
 only when every part of it was timed. `--sides=search,parts` builds two

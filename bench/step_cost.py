@@ -28,8 +28,8 @@ deferred (`unused_weight_steps=auto`, docs/method.md section 6), their
 gradients dead, not zero, as in the search; `_every_step` towers update
 every weight every step, as TuNAS. Every supernet step also checks that its
 loss and gradients are finite and waits at the gradient-sync barrier, as the
-search's step does by default (before 2026-11-26's last round the towers
-skipped both; stand-alone steps skip them, as stand-alone training does).
+search's step does by default (stand-alone steps skip them, as stand-alone
+training does).
 
 Keys (times in ms per step, each config's fastest round):
   * the ratios above;
@@ -64,24 +64,16 @@ Keys (times in ms per step, each config's fastest round):
     rounds, tower_rounds, instances, op_towers_only, traced_steps.
 Every session is configured as the search's (`estimators.session_config` with
 `search_graph`: the supernets and towers) or stand-alone training's is
-(the stand-alone nets). Before 2026-11-27 all ran TensorFlow's default
-config, whose memory optimiser (off in the search on a CPU) turns the
-towers' sums of group norms into accumulators. Two one-process A/Bs of the
-towers under the two configs (28x28, batch 64) read 1.113 against 1.052
-and 1.071 against 1.089: no difference beyond the spread.
+(the stand-alone nets).
 The supernets' masks are fed, as the search's sampled masks are computed:
 constant masks would let Grappler fold the conds and the growth would look
-smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
-against ~1.38 fed, 28x28, batch 64).
+smaller than a search's.
 Every network is built in its own graph in this process; measurements are
 interleaved over several rounds and each config keeps its fastest round.
 Each op-choice tower is built --instances times (default 6; each in its
-own graph and session) and keeps the fastest instance: one build of the
-1-choice tower can run ~5% slower than another of the same graph, in this
-process or the next (2026-11-26, 28x28, batch 64: 21.05-22.23 ms for three
-builds in one process, 21.6-24.2 ms for single builds in five processes),
-and with one build the ratio moved with it (0.99-1.07 in those five
-processes; with three builds, 1.067 and 1.068 in two).
+own graph and session) and keeps the fastest instance: one build of a
+tower can run several percent slower than another of the same graph, in
+this process or the next, and with one build the ratio moves with it.
 `op_choices_instances_ms` lists every build's fastest round, so the spread
 is in the output.
 The two op ratios are paired by round: the towers are timed in
@@ -90,11 +82,7 @@ back (the order reversed every other round), and a round's ratio divides
 the fastest 7-choice build by the fastest 1-choice build of that round; the
 ratio is the median over rounds (`op_choices_7_vs_1_round_ratios` lists
 them). The machine's speed drifts by several percent over a run, and a
-ratio of each tower's fastest round over the whole run mixed moments: on
-2026-11-26 (28x28, batch 64, 10 rounds of three builds) it read 1.090,
-1.063 and 1.048 in three processes where the median of the rounds' ratios
-read 1.052, 1.054 and 1.044; with six builds, the median read 1.048 and
-1.052 in two processes where three of the same builds gave 1.037-1.075.
+ratio of each tower's fastest round over the whole run would mix moments.
 The `*_ms` keys stay each tower's fastest round.
 With --op_towers_only it builds and times only the four towers of the two
 op ratios (1 and 7 choices, deferred and every step) and prints those keys

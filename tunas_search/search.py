@@ -445,8 +445,8 @@ def _scaffold_fn(config: SearchConfig) -> Optional[Callable]:
   """A scaffold without the readiness checks, for a one-process search.
 
   The default scaffold's two checks list the uninitialised variables (every
-  weight and optimiser slot, ~4,000 of them) before the first step, ~0.5 s
-  each on 2 cores (docs/benchmarks.md, `startup_s`). They exist for
+  weight and optimiser slot, thousands in a full space) before the first
+  step, which costs start-up time (bench/startup.py). They exist for
   processes that wait on a chief; with one process, restoring a checkpoint
   already fails on a missing variable and a fresh start initialises all of
   them. TPU and several-replica searches keep them.

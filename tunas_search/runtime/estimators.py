@@ -121,21 +121,17 @@ def session_config(base: Optional[tf1.ConfigProto] = None,
   As the estimator's default (`base` None): soft placement and one round of
   Grappler's optimisers. Without a GPU, Grappler's layout optimiser (which
   converts convolutions to NCHW for GPUs) and memory optimiser (swapping and
-  recomputation for accelerator memory) are turned off: they changed
-  nothing in a search graph on a CPU but took 1.5-3 s of the first step of
-  `proxylessnas_search` (docs/benchmarks.md, start-up), with no change in
-  step time. Constant folding stays: without it steps were ~6% slower.
+  recomputation for accelerator memory) are turned off: they change nothing
+  in a search graph on a CPU but cost start-up time (bench/startup.py).
+  Constant folding stays: it makes steps faster.
 
   A search graph on a CPU also goes without the function, loop and
-  implementation-selector passes: they left it as it was but took time in
-  its first run; Grappler as a whole takes 5-10 s there but makes
-  `proxylessnas_search` steps 1-4% faster, so the passes that change the
-  graph stay (docs/benchmarks.md, start-up). The remapper is one of them
-  again: while every op choice sat in a cond it fused 2 of ~29,000 nodes
-  and was off; since op choices lost their conds (2026-11-26) it fuses each
-  training batch norm with its activation, and search steps ran 5% faster
-  with it at 64x64, for ~1-2.6 s more of first run (docs/benchmarks.md,
-  2026-11-27). Stand-alone training keeps every pass.
+  implementation-selector passes, which leave it as it is but take time in
+  its first run; the passes that change it stay, since they make search
+  steps faster than their cost at start-up, the remapper among them (it
+  fuses each training batch norm with its activation now that op choices
+  have no conds; docs/DESIGN.md, "Control flow"). Stand-alone training keeps
+  every pass.
 
   Args:
     base: a config to start from (a mirrored search's), copied.

@@ -25,12 +25,10 @@ in a step that does not use it (`gradients`, `dead_gradients`): nothing of an
 unused weight's backward pass runs. Each group's catch-up and update is one
 call of a graph function (`_GroupSteps`): TensorFlow's executor visits every
 node of a step, dead ones too, and a group's steps written out are ~8 nodes
-per weight (the step of `bench/step_cost.py`'s 7-choice op tower has 8,926
-nodes written out, 5,799 with the calls). Row-indexed
-ops given every row or none (scatters, TensorFlow's sparse RMSProp) started
-~3 s sooner for `proxylessnas_search`, but a gather or scatter switches a
-resource variable to copy-on-read, so every later read copies it: the
-`mobilenet_v3_like_search` step went from 196 to 262 ms (2026-11-24).
+per weight (docs/DESIGN.md, "Control flow"). Row-indexed ops given every row
+or none (scatters, TensorFlow's sparse RMSProp) are not used: a gather or
+scatter switches a resource variable to copy-on-read, so that every later
+read copies it.
 
 A checkpoint holds each weight as of its last use, with the step count it
 is current to (`NAMES`, `CURRENT_TO`); `caught_up` gives its value at the
@@ -383,8 +381,8 @@ class DeferredRMSProp:
         norms.append(dead_gradients.or_zero(self._norms(parts), used))
       else:
         # Live every step: written out, each part starts as soon as its
-        # gradient exists, where a call waits for the last one (the
-        # 1-choice tower of `bench/step_cost.py` took 1.4 ms longer, 64x64).
+        # gradient exists, where a call waits for the last one
+        # (docs/DESIGN.md, "Control flow").
         norms.append(_half_squared_norm(*parts))
     return norms
 

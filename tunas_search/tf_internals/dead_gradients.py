@@ -6,9 +6,8 @@ conds, a tensor a branch reads from outside enters through a Switch, whose
 gradient is the branch's gradient when the branch ran and else a zero tensor
 of the read's shape (a Switch, a Shape and a Fill, one a pass over the
 weight's size). The deferred form (`deferred.DeferredRMSProp`) updates only
-the weights a step uses, and for it the zeros are wasted (the
-`mobilenet_v3_like_search` 64x64 deferred step went from 171-188 to 160-162
-ms without them).
+the weights a step uses, and for it the zeros are wasted work
+(docs/DESIGN.md, "Control flow").
 
 So a build for the deferred form has no conds at all (`ops.switch` with
 `conds=False`): each choice computes on an input that is dead when it is
