@@ -262,7 +262,10 @@ def _job(root: str, side: Dict[str, Any], job: str, out_dir: str, log,
           flush=True)
     return
   print(f'same_results: {job} in {root}', file=log, flush=True)
-  model_dir = kwargs.pop('model_dir', os.path.join(out_dir, job))
+  model_dir = kwargs.pop('model_dir', None)
+  if model_dir is None:  # A fresh run: not a resume of an earlier one.
+    model_dir = os.path.join(out_dir, job)
+    shutil.rmtree(model_dir, ignore_errors=True)
   _run_probe(root, 'search' if job in ('resumed', 'resume_base') else job,
              model_dir, prefix, **kwargs)
   with open(prefix + '.commit', 'w') as f:
