@@ -39,14 +39,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 def _child(args) -> dict:
   """Builds, compiles and runs one space's step; returns its timings."""
   # pylint: disable=g-import-not-at-top
-  import contextlib
   import numpy as np
   import tensorflow as tf
-  from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
   import search_spaces
   from tunas_search import search
-  from tunas_search import supernet
   from tunas_search.config import SearchConfig
+  from tunas_search.config import plan as plan_lib
+  from tunas_search.tf_internals import xla
   tf1 = tf.compat.v1
 
   space = search_spaces.get(args.search_space)
@@ -75,7 +74,13 @@ def _child(args) -> dict:
         tf.constant(rng.normal(size=(v, size, size, 3)), tf.float32),
         tf.constant(rng.integers(0, 10, b), tf.int32),
         tf.constant(rng.integers(0, 10, v), tf.int32)]
-    model_fn = search.make_model_fn(config, spec)
+    # The step XLA compiles (masked widths, every weight stepped every
+    # step); v1 builds it with TensorFlow's Switch/Merge conds instead of
+    # functional ones.
+    plan = plan_lib.resolve(config, plan_lib.Environment(xla=True))
+    if args.conds == 'v1':
+      plan = dataclasses.replace(plan, xla=False)
+    model_fn = search.make_model_fn(config, plan, spec)
 
     def computation(train_images, validation_images, train_labels,
                     validation_labels):
@@ -88,9 +93,7 @@ def _child(args) -> dict:
         return tf.identity(est.loss)
 
     start = time.perf_counter()
-    with (supernet.building_for_xla() if args.conds == 'v2'
-          else contextlib.nullcontext()):
-      loss = xla.compile(computation, inputs)
+    loss = xla.compile(computation, inputs)
     init = tf1.global_variables_initializer()
     build = time.perf_counter() - start
     num_ops = len(graph.get_operations())
@@ -140,8 +143,8 @@ def main():
   parser.add_argument('--image_size', type=int, default=32)
   parser.add_argument('--batch_size', type=int, default=2)
   parser.add_argument('--conds', choices=('v1', 'v2'), default='v2',
-                      help='v2: build_network(for_xla=True); v1: the default '
-                      'Switch/Merge conds')
+                      help='v2: the XLA build (functional conds); v1: '
+                      'Switch/Merge conds (the graph build\'s), masked widths')
   parser.add_argument('--max_blocks', type=int, default=0,
                       help='keep only the first N blocks (and the head)')
   parser.add_argument('--plain_llvm', action='store_true',

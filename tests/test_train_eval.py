@@ -46,7 +46,7 @@ def test_recipe_defaults_and_derived_values():
   # docs/method.md section 6: 0.165 x 4096/256, 2.5% warm-up, 90 epochs. Decimal
   # products in float64 (0.165 * 16 is not exactly 2.64): default rel=1e-6.
   assert c.scaled_model_learning_rate == pytest.approx(2.64)
-  assert c.total_steps == 27_051  # ceil(90 * 1231121 / 4096)
+  assert c.total_steps == 27_050  # floor(90 * 1231121 / 4096), as released
   assert c.warmup_steps == 676
   assert c.weight_decay == 4e-5
   assert dataclasses.replace(c, use_bfloat16=True).weight_decay == 3e-5

@@ -106,8 +106,8 @@ def inference_graph(masked_spec: Any, image_size: int, input_channels: int,
     images = tf1.placeholder(tf.float32, [batch_size, image_size, image_size,
                                           input_channels], name=INPUT_KEY)
     logits = supernet.build_network(
-        masked_spec, images, num_classes, is_training=False,
-        batch_norm_mode='stateful', dtype=tf.float32)
+        masked_spec, images, num_classes,
+        supernet.forms.standalone(is_training=False), dtype=tf.float32)
     logits = tf.identity(logits, name='logits')
     probabilities = tf.nn.softmax(logits, name='probabilities')
   return graph, images, logits, probabilities

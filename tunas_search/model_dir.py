@@ -478,7 +478,8 @@ class CheckpointSaver(tf1.train.CheckpointSaverHook):
   so what was logged up to a checkpoint survives a kill.
 
   Pass it first among `train(hooks=...)`, with the RunConfig's own
-  checkpoint saving off (`tpu.make_run_config(save_checkpoints_steps=None)`).
+  checkpoint saving off
+  (`estimators.make_run_config(save_checkpoints_steps=None)`).
   """
 
   def __init__(self, model_dir: str, save_steps: int, write_graph: bool):

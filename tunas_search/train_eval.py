@@ -22,8 +22,9 @@ from tunas_search import config as config_lib
 from tunas_search import data
 from tunas_search import model_dir as model_dir_lib
 from tunas_search import serialization
-from tunas_search import tpu
 from tunas_search.config import ConfigError
+from tunas_search.runtime import estimators
+from tunas_search.runtime import progress as progress_lib
 from tunas_search.standalone import model_fn as model_fn_lib
 from tunas_search.standalone.config import TrainEvalConfig
 from tunas_search.standalone.warm_start import SearchWeights
@@ -144,12 +145,13 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
 
 def _estimator(config: TrainEvalConfig, model_spec: Any,
                weights: Optional[SearchWeights]):
-  run_config = tpu.make_run_config(
+  run_config = estimators.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, config.iterations_per_checkpoint,
       config.keep_checkpoint_max, config.tpu, config.tpu_zone,
-      config.gcp_project, config.seed)
-  return tpu.make_estimator(
+      config.gcp_project, config.seed,
+      has_gpu=bool(tf.config.list_physical_devices('GPU')))
+  return estimators.make_estimator(
       model_fn_lib.make_model_fn(config, model_spec, weights), run_config,
       config.use_tpu, config.train_batch_size,
       eval_batch_size=config.eval_batch_size)
@@ -170,8 +172,8 @@ def _train_to(estimator, config: TrainEvalConfig, step: int,
   total = config.total_steps
   log_every = config.log_every_steps or max(1, min(
       config.tpu_iterations_per_loop, total // 20 or 1))
-  progress = tpu.ProgressHook(total, config.train_batch_size, log_every,
-                              label='train_eval')
+  progress = progress_lib.ProgressHook(total, config.train_batch_size,
+                                       log_every, label='train_eval')
   estimator.train(_input_fn(config, True), max_steps=step,
                   hooks=[progress] + list(hooks or []))
 
@@ -251,7 +253,7 @@ def _run_locked(config: TrainEvalConfig, model_spec: Any,
   estimator = _estimator(config, model_spec, weights)
   if config.mode == 'evaluate':
     return _evaluate(estimator, config, model_spec)
-  start, total = tpu.latest_step(config.model_dir), config.total_steps
+  start, total = progress_lib.latest_step(config.model_dir), config.total_steps
   logging.info('%s training of %s in %s: step %d of %d%s', 'Resuming' if start
                else 'Starting', config.indices, config.model_dir, start,
                total, f' from search {weights.checkpoint}' if weights else '')
@@ -261,12 +263,12 @@ def _run_locked(config: TrainEvalConfig, model_spec: Any,
   step = start
   while step < total or (result is None and config.mode != 'train'):
     step = min(total, (step // chunk + 1) * chunk)
-    if tpu.latest_step(config.model_dir) < step:
+    if progress_lib.latest_step(config.model_dir) < step:
       _train_to(estimator, config, step, hooks)
     if config.mode == 'train_and_eval':
       result = _evaluate(estimator, config, model_spec)
   logging.info('Reached step %d in %s', total,
-               tpu.format_seconds(time.time() - began))
+               progress_lib.format_seconds(time.time() - began))
   return result
 
 

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The GPU checks, on the GPU machine:
 #
-#   bash bench/gpu/checks.sh BUNDLE_PARTS_DIR [UNPACK_DIR]
-#   bash bench/gpu/checks.sh --installed      # `pip install -e '.[gpu]'` done
+#   bash tools/gpu_offline/checks.sh BUNDLE_PARTS_DIR [UNPACK_DIR]
+#   bash tools/gpu_offline/checks.sh --installed      # `pip install -e '.[gpu]'` done
 #
 # With a bundle (make_bundle.sh), unpacks it (its parts c0, c1, ... in
 # BUNDLE_PARTS_DIR, or a bundle.tar.xz there) unless UNPACK_DIR already
@@ -31,7 +31,7 @@
 # $OUT/traces.tar for bench/trace_summary.py to read on any machine.
 set -u -o pipefail
 if [ $# -lt 1 ]; then
-  echo "usage: bash bench/gpu/checks.sh BUNDLE_PARTS_DIR [UNPACK_DIR] | --installed" >&2
+  echo "usage: bash tools/gpu_offline/checks.sh BUNDLE_PARTS_DIR [UNPACK_DIR] | --installed" >&2
   exit 2
 fi
 # Paths as the caller meant them, then the repository root.
@@ -71,14 +71,14 @@ else
     cat "${parts[@]}" | xz -T0 -dc | tar -C "$ROOT" -xf - || exit 3
     say unpacked
   fi
-  source bench/gpu/env.sh "$ROOT"
+  source tools/gpu_offline/env.sh "$ROOT"
 fi
 # Several processes share the GPU and the driver's cache of kernels compiled
 # from PTX (TensorFlow 2.15 ships no sm_90 code: the first run compiles).
 export TF_FORCE_GPU_ALLOW_GROWTH=true CUDA_CACHE_PATH=$ROOT/cuda_cache \
   CUDA_CACHE_MAXSIZE=4294967296 CUDA_MODULE_LOADING=LAZY TF_CPP_MIN_LOG_LEVEL=1
 nvidia-smi -L || echo 'checks.sh: nvidia-smi failed (no NVIDIA driver?)'
-"$PY" bench/gpu/check_tf.py > "$OUT/check_tf.txt" 2>&1
+"$PY" tools/gpu_offline/check_tf.py > "$OUT/check_tf.txt" 2>&1
 tail -2 "$OUT/check_tf.txt"; say check_tf
 (command -v nvidia-smi >/dev/null && nvidia-smi dmon -s um -d 2 > "$OUT/dmon.txt" 2>&1 &)
 if want tests; then

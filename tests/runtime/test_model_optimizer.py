@@ -1,10 +1,10 @@
-"""Tests for tpu.model_optimizer: one RMSProp recipe for search and train/eval."""
+"""Tests for replicas.model_optimizer: one RMSProp for search and train/eval."""
 
 import pytest
 import tensorflow as tf
 
-from tunas_search import tpu
 from tunas_search.config import SearchConfig
+from tunas_search.runtime import replicas
 from tunas_search.standalone.config import TrainEvalConfig
 
 tf1 = tf.compat.v1
@@ -21,8 +21,8 @@ _COMMON = dict(model_dir='/tmp/unused', num_classes=10,
                     **_COMMON),
 ], ids=['search', 'train_eval'])
 def test_model_optimizer_reads_the_config(config):
-  optimizer = tpu.model_optimizer(config, 0.25)
-  # On CPU the optimizer is not wrapped (tpu.maybe_cross_shard).
+  optimizer = replicas.model_optimizer(config, 0.25)
+  # On CPU the optimizer is not wrapped (replicas.maybe_cross_shard).
   assert type(optimizer) is tf1.train.RMSPropOptimizer  # pylint: disable=unidiomatic-typecheck
   # pylint: disable=protected-access
   assert (optimizer._learning_rate, optimizer._decay, optimizer._momentum,

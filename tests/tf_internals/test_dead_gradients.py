@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 from tunas_search import search
-from tunas_search.supernet import dead_gradients
+from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import ops
+from tunas_search.tf_internals import dead_gradients
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'e2e'))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -195,7 +196,8 @@ def _zero_gradient_fills(tmp_path, mode: str, steps: int = 3) -> int:
                                          tf.float32)}
     labels = {'train_labels': tf.constant(rng.randint(10, size=4)),
               'validation_labels': tf.constant(rng.randint(10, size=16))}
-    spec = search.make_model_fn(config, tiny.tiny_spec())(
+    plan = plan_lib.resolve(config)
+    spec = search.make_model_fn(config, plan, tiny.tiny_spec())(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     types = {op.name: op.type for op in graph.get_operations()}
     fills = 0

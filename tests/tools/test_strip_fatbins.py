@@ -1,4 +1,4 @@
-"""Tests of bench/gpu/strip_fatbins.py on fat binaries made here.
+"""Tests of tools/gpu_offline/strip_fatbins.py on fat binaries made here.
 
 A fat binary is built byte by byte from the layout the tool reads, between
 unrelated bytes (one of them a false magic), so each test knows which
@@ -15,7 +15,7 @@ from tests import files
 
 @pytest.fixture(scope='module')
 def strip_fatbins():
-  return files.load_script('bench', 'gpu', 'strip_fatbins.py')
+  return files.load_script('tools', 'gpu_offline', 'strip_fatbins.py')
 
 
 def _entry(kind, arch, payload: bytes) -> bytes:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Zeroes the GPU code in shared libraries that one GPU model never loads.
 
-  python bench/gpu/strip_fatbins.py [--keep_arch=90] [--all] [--dry_run] LIB...
+  python tools/gpu_offline/strip_fatbins.py [--keep_arch=90] [--all] [--dry_run] LIB...
 
 Used by make_bundle.sh to fit TensorFlow's CUDA libraries into what can be
 carried to an offline GPU machine: zeroed bytes compress to almost nothing,

@@ -1,4 +1,4 @@
-"""The search step's guard against non-finite losses and gradients.
+"""`nonfinite`: the search step's guard against non-finite losses and gradients.
 
 A step whose loss or any gradient entry is NaN or +-inf must apply no
 gradient (they are zeroed) and report NaN, so the run stops with finite
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tunas_search import search
+from tunas_search import nonfinite
 
 tf1 = tf.compat.v1
 
@@ -22,8 +22,8 @@ def _check(loss, grads):
     pairs = [(None if g is None else tf.constant(g), None) for g in grads]
     pairs.append((tf.IndexedSlices(tf.constant(grads[0]), tf.constant([0]),
                                    tf.constant([4])), None))
-    finite = search._all_finite(tf.constant(loss), pairs)  # pylint: disable=protected-access
-    zeroed = search._finite_or_zero(pairs, finite)  # pylint: disable=protected-access
+    finite = nonfinite.all_finite(tf.constant(loss), pairs)
+    zeroed = nonfinite.finite_or_zero(pairs, finite)
     out = [g if g is None else (g.values if isinstance(g, tf.IndexedSlices)
                                 else g) for g, _ in zeroed]
     with tf1.Session() as session:
@@ -59,3 +59,14 @@ def test_a_bad_loss_zeroes_every_gradient(loss):
   assert not finite
   for g in grads:
     np.testing.assert_array_equal(g, np.zeros_like(g))
+
+
+@pytest.mark.parametrize('loss, other, reported', [
+    (0.5, 1.0, 0.5), (np.inf, 1.0, np.nan), (-np.inf, 1.0, np.nan),
+    (0.5, np.nan, np.nan), (0.5, -np.inf, np.nan)])
+def test_the_reported_loss_is_nan_unless_both_losses_are_finite(
+    loss, other, reported):
+  with tf.Graph().as_default(), tf1.Session() as session:
+    out = session.run(nonfinite.nan_unless_finite(
+        tf.constant(loss, tf.float32), tf.constant(other, tf.float32)))
+  np.testing.assert_array_equal(out, np.float32(reported))

@@ -1,5 +1,5 @@
-# Source from the repository root: `source bench/gpu/env.sh ROOT`, where ROOT
-# holds the unpacked bundle (py/ and site/; bench/gpu/make_bundle.sh).
+# Source from the repository root: `source tools/gpu_offline/env.sh ROOT`, where ROOT
+# holds the unpacked bundle (py/ and site/; tools/gpu_offline/make_bundle.sh).
 R=$1
 export PYTHONHOME=$R/py PYTHONPATH=$R/site:$PWD PYTHONNOUSERSITE=1 PYTHONUNBUFFERED=1
 L=""; for d in "$R"/site/nvidia/*/lib; do L="$L:$d"; done

@@ -1,5 +1,5 @@
-"""Tests of bench/gpu/checks.sh's refusals (it runs on a GPU machine; these
-check only what it refuses before running anything)."""
+"""Tests of tools/gpu_offline/checks.sh's refusals (it runs on a GPU machine;
+these check only what it refuses before running anything)."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 
 from tests import files
 
-SCRIPT = os.path.join(files.ROOT, 'bench', 'gpu', 'checks.sh')
+SCRIPT = os.path.join(files.ROOT, 'tools', 'gpu_offline', 'checks.sh')
 
 
 def _run(tmp_path, *args, **env):

@@ -1,10 +1,10 @@
 #!/bin/bash
 # Builds a self-contained Python 3.11 + TensorFlow 2.15.1 + CUDA 12.2 bundle
 # for running this repository's GPU checks on an offline Linux x86-64 GPU
-# machine that lacks them (bench/gpu/README.md). Run on a machine with
+# machine that lacks them (tools/gpu_offline/README.md). Run on a machine with
 # network access and Python 3.11 (PYTHON, default python3.11):
 #
-#   bash bench/gpu/make_bundle.sh [OUT_DIR] [CHUNK_BYTES]
+#   bash tools/gpu_offline/make_bundle.sh [OUT_DIR] [CHUNK_BYTES]
 #
 # Writes OUT_DIR/bundle.tar.xz (~425 MB for an sm_90 GPU) and, if
 # CHUNK_BYTES is given, splits it into OUT_DIR/c0, c1, ... of that size.
@@ -50,7 +50,7 @@ for lib in curand/libcurand.so.10 cufft/libcufft.so.11 \
 done
 # Code for other GPUs: zeroed, so that it compresses to nothing.
 find . -name '*.so*' -size +5M -print0 | xargs -0 "$PY" \
-  "$REPO/bench/gpu/strip_fatbins.py" --keep_arch="$KEEP_ARCH" > "$W/strip.jsonl"
+  "$REPO/tools/gpu_offline/strip_fatbins.py" --keep_arch="$KEEP_ARCH" > "$W/strip.jsonl"
 
 # The interpreter, its standard library and the system libraries its
 # extension modules link (appended last to the library path, so that the

@@ -6,9 +6,8 @@ conds, a tensor a branch reads from outside enters through a Switch, whose
 gradient is the branch's gradient when the branch ran and else a zero tensor
 of the read's shape (a Switch, a Shape and a Fill, one a pass over the
 weight's size). The deferred form (`deferred.DeferredRMSProp`) updates only
-the weights a step uses, and for it the zeros are wasted (the
-`mobilenet_v3_like_search` 64x64 deferred step went from 171-188 to 160-162
-ms without them).
+the weights a step uses, and for it the zeros are wasted work
+(docs/DESIGN.md, "Control flow").
 
 So a build for the deferred form has no conds at all (`ops.switch` with
 `conds=False`): each choice computes on an input that is dead when it is
@@ -129,13 +128,8 @@ def _merge_grad(op, grad, _):
       or not isinstance(grad, tf.Tensor) or len(op.inputs) < 2):
     return control_flow_grad._MergeGrad(op, grad, None)  # pylint: disable=protected-access
   index = op.outputs[1]
-  # The predicates need not sit with the Merge (tf.gradients colocates a
-  # gradient with its op): value_index is a host-memory scalar on a GPU too,
-  # and a Switch reads its predicate from host memory, so where the step
-  # pins control values to the host (`tpu.pin_control_ops`) these go there.
-  with op.graph.colocate_with(None, ignore_existing=True):
-    preds = [tf.cast(index, tf.bool)] + [
-        tf.equal(index, i) for i in range(1, len(op.inputs) - 1)]
+  preds = [tf.cast(index, tf.bool)] + [
+      tf.equal(index, i) for i in range(1, len(op.inputs) - 1)]
   # value_index 0 takes the false side; any other the true side, split on.
   first, rest = tf.raw_ops.Switch(data=grad, pred=preds[0])
   grads = [first]
