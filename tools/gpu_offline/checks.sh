@@ -84,7 +84,7 @@ tail -2 "$OUT/check_tf.txt"; say check_tf
 if want tests; then
 (timeout "${TESTS_S:-300}" "$PY" -m pytest -v --durations=15 \
    -p no:cacheprovider tests/supernet/test_sampled_widths.py \
-   tests/supernet/test_deferred.py tests/supernet/test_dead_gradients.py \
+   tests/supernet/test_deferred.py tests/tf_internals/test_dead_gradients.py \
    > "$OUT/pytest.txt" 2>&1; printf "\nrc=%s\n" "$?" >> "$OUT/pytest.txt") &
 (timeout "${TESTS_S:-300}" "$PY" bin/search.py \
    --flagfile=configs/smoke_cpu.cfg --model_dir="$ROOT/smoke" \
