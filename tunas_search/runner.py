@@ -70,12 +70,10 @@ def _checkpoint_saver(config: SearchConfig,
                       write_graph: bool) -> model_dir_lib.CheckpointSaver:
   """The search's checkpoint saver; the estimator's own would write the
   graph into the events on every start."""
-  saver = model_dir_lib.CheckpointSaver(
-      config.model_dir, config.iterations_per_checkpoint, write_graph)
-  if config.use_tpu:
-    # A session run is a whole host loop on TPU.
-    saver._set_steps_per_run(config.tpu_iterations_per_loop)  # pylint: disable=protected-access
-  return saver
+  # A session run is a whole host loop on TPU.
+  return model_dir_lib.CheckpointSaver(
+      config.model_dir, config.iterations_per_checkpoint, write_graph,
+      steps_per_run=config.tpu_iterations_per_loop if config.use_tpu else 1)
 
 
 def search_input_fn(config: SearchConfig) -> data.SearchInputFn:
@@ -183,6 +181,7 @@ def run_search(config: SearchConfig, model_spec: Any,
       `search_input_fn(config)` (tests wrap it to inject faults).
     resume_from: a checkpoint of the model dir to continue from instead of
       the latest (e.g. the newest intact one when the latest is damaged).
+      Unfinished saves of killed runs are removed first (one log line).
 
   Returns:
     The architecture the controller prefers at the end (argmax of its
@@ -195,6 +194,8 @@ def run_search(config: SearchConfig, model_spec: Any,
       its checkpoints are damaged. Nothing is written then.
     NonFiniteLossError: if either loss became NaN or +-inf; the newest
       all-finite checkpoint is then the one a rerun resumes from.
+    model_dir.DiskFullError: if a write failed for lack of disk space; the
+      checkpoints recorded before stay intact and a rerun resumes.
   """
   mirrored = _mirrored(config)  # Before anything is written.
   if mirrored is not None and not mirrored.is_chief:
@@ -202,38 +203,52 @@ def run_search(config: SearchConfig, model_spec: Any,
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
-    _check_logits_layout(config.model_dir)
+    _check_logits_layout(config.model_dir, resume_from)
     # What 'auto' options resolve to in this model dir (config.json).
     config = config_lib.settle(config)
-    lock.acquire()  # Creates a new model dir: the checks have passed.
-    resumed = config_lib.write_or_check(
-        config, serialization.dumps(model_spec, indent=1))
-    lock.record_holder()
-    if resume_from:
-      model_dir_lib.resume_from(config.model_dir, resume_from)
-    model_dir_lib.remove_stale_temp_dirs(config.model_dir)
-    summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
-    start = tpu.latest_step(config.model_dir)
-    logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
-                 'Resuming' if resumed else 'Starting', config.search_space,
-                 config.model_dir, start, config.total_steps,
-                 config.train_batch_size)
-    if start < config.total_steps:
-      # The graph goes into the events once, on a run's first start.
-      _train(config, model_spec, input_fn or search_input_fn(config),
-             list(hooks or []), write_graph=start == 0 and not resumed,
-             mirrored=mirrored)
-    return _write_result(config)
+    with model_dir_lib.stopping_on_full_disk(config.model_dir):
+      return _run_locked(config, model_spec, hooks, input_fn, resume_from,
+                         lock, mirrored)
 
 
-def _check_logits_layout(model_dir: str) -> None:
-  """Refuses checkpoints whose controller logits are one variable per
-  decision (written before they were grouped): a search could not restore
-  them, but `analyze_search` still reads them."""
-  prefixes = model_dir_lib.checkpoint_prefixes(model_dir)
-  if prefixes and controller.has_legacy_logits(prefixes[-1]):
+def _run_locked(config: SearchConfig, model_spec: Any,
+                hooks: Optional[List[tf1.train.SessionRunHook]],
+                input_fn: Optional[Callable], resume_from: Optional[str],
+                lock: model_dir_lib.Lock,
+                mirrored: Optional[tpu.Mirrored]) -> analysis.Analysis:
+  """`run_search` once the checks have passed: writes, trains, reports."""
+  lock.acquire()  # Creates a new model dir: the checks have passed.
+  resumed = config_lib.write_or_check(
+      config, serialization.dumps(model_spec, indent=1))
+  lock.record_holder()
+  # Before `resume_from`, which would list an unfinished save as older.
+  model_dir_lib.remove_unfinished_saves(config.model_dir,
+                                        config.keep_checkpoint_max)
+  if resume_from:
+    model_dir_lib.resume_from(config.model_dir, resume_from)
+  summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
+  start = tpu.latest_step(config.model_dir)
+  logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
+               'Resuming' if resumed else 'Starting', config.search_space,
+               config.model_dir, start, config.total_steps,
+               config.train_batch_size)
+  if start < config.total_steps:
+    # The graph goes into the events once, on a run's first start.
+    _train(config, model_spec, input_fn or search_input_fn(config),
+           list(hooks or []), write_graph=start == 0 and not resumed,
+           mirrored=mirrored)
+  return _write_result(config)
+
+
+def _check_logits_layout(model_dir: str,
+                         resume_from: Optional[str] = None) -> None:
+  """Refuses a checkpoint to restore whose controller logits are one
+  variable per decision (written before they were grouped): a search could
+  not restore it, but `analyze_search` still reads it."""
+  checkpoint = model_dir_lib.restore_point(model_dir, resume_from)
+  if checkpoint and controller.has_legacy_logits(checkpoint):
     raise config_lib.ConfigError(
-        f'checkpoint {prefixes[-1]} stores one controller logits variable '
+        f'checkpoint {checkpoint} stores one controller logits variable '
         'per decision, the layout of older tunas_search versions, which this '
         'version cannot resume; analyze_search still reads it, or search '
         'again with a new --model_dir')
@@ -257,7 +272,6 @@ def _run_worker(config: SearchConfig, model_spec: Any,
 def _write_result(config: SearchConfig) -> analysis.Analysis:
   """Analyses the finished search and writes search_result.json."""
   result = analysis.analyze(config.model_dir)
-  with tf.io.gfile.GFile(os.path.join(config.model_dir, RESULT_FILENAME),
-                         'w') as f:
-    f.write(json.dumps(result.to_dict(), indent=2))
+  model_dir_lib.write_text(os.path.join(config.model_dir, RESULT_FILENAME),
+                           json.dumps(result.to_dict(), indent=2))
   return result
