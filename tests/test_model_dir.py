@@ -279,3 +279,67 @@ def test_missing_variable_error_names_the_variable_or_is_none():
       'do this')
   other = tf.errors.NotFoundError(None, None, '/data/x.tfrecord not found')
   assert model_dir_lib.missing_variable_error(other, '/run/x') is None
+
+
+# What TensorFlow raises when a disk is full (messages as TF 2.15 gives them
+# on a full tmpfs): the Saver's session run, the events writer's thread, the
+# in-graph summary writer, and Python's own writes.
+_SAVE = ('Graph execution error:\n\nDetected at node \'save/SaveV2\'\n'
+         '/run/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.'
+         'tempstate1; No space left on device\n\t [[{{node save/SaveV2}}]]')
+_EVENTS = ('/run/events.out.tfevents.1.vm; No space left on device\n\tFailed '
+           'to flush 3 events to /run/events.out.tfevents.1.vm')
+
+
+@pytest.mark.parametrize('error, path', [
+    (tf.errors.ResourceExhaustedError(None, None, _SAVE),
+     '/run/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.'
+     'tempstate1'),
+    (RuntimeError(_EVENTS), '/run/events.out.tfevents.1.vm'),
+    (tf.errors.ResourceExhaustedError(None, None, _EVENTS),
+     '/run/events.out.tfevents.1.vm'),
+    (OSError(28, 'No space left on device', '/run/search_result.json'),
+     '/run/search_result.json'),
+    (OSError(28, 'No space left on device'), ''),
+    (tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating'),
+     None),
+    (OSError(13, 'Permission denied', '/run/x'), None),
+])
+def test_no_space_path_names_what_a_full_disk_stopped(error, path):
+  assert model_dir_lib.no_space_path(error) == path
+
+
+def test_a_full_disk_is_one_line_naming_the_path_and_the_resume_point(
+    tmp_path):
+  directory = str(tmp_path)
+  with pytest.raises(model_dir_lib.DiskFullError) as raised:
+    with model_dir_lib.stopping_on_full_disk(directory):
+      raise RuntimeError(_EVENTS)
+  assert str(raised.value) == (
+      'no space left on device writing /run/events.out.tfevents.1.vm; the '
+      'run stopped and no checkpoint was written yet: free disk space and '
+      'rerun the same command to resume')
+  _write_checkpoints(directory)
+  with pytest.raises(model_dir_lib.DiskFullError, match=(
+      f'^no space left on device writing {directory}; the run stopped and '
+      f'checkpoints up to {_prefix(directory, 3)} are intact: ')):
+    with model_dir_lib.stopping_on_full_disk(directory):
+      raise OSError(28, 'No space left on device')
+  with pytest.raises(ValueError, match='other'):  # Anything else passes.
+    with model_dir_lib.stopping_on_full_disk(directory):
+      raise ValueError('other')
+
+
+def test_write_text_leaves_the_earlier_file_when_it_fails(tmp_path,
+                                                          monkeypatch):
+  path = str(tmp_path / 'result.json')
+  model_dir_lib.write_text(path, 'earlier')
+
+  def failing_rename(*args, **kwargs):
+    del args, kwargs
+    raise OSError(28, 'No space left on device', path)
+  monkeypatch.setattr(tf.io.gfile, 'rename', failing_rename)
+  with pytest.raises(OSError):
+    model_dir_lib.write_text(path, 'later')
+  assert os.listdir(tmp_path) == ['result.json']
+  assert (tmp_path / 'result.json').read_text() == 'earlier'
