@@ -165,3 +165,21 @@ def test_step_of_and_join():
   assert checkpoints.step_of('/run/model.ckpt-300') == 300
   assert checkpoints.step_of('/run/model.ckpt') is None
   assert checkpoints.join('/run', 'model.ckpt-3') == '/run/model.ckpt-3'
+
+
+def test_a_garbage_state_file_leaves_every_checkpoint_file(tmp_path):
+  # Without a record to compare with, only temp dirs are garbage: the run
+  # is refused, and --resume_from's new state file decides the rest.
+  directory = str(tmp_path)
+  _save(directory)
+  killed_saves.kill_save(directory, 'empty_index', 'model.ckpt-4', 6)
+  with open(os.path.join(directory, 'checkpoint'), 'w') as f:
+    f.write('garbage')
+  assert checkpoints.unfinished_saves(directory) == [
+      os.path.join(directory, 'model.ckpt-6_temp')]
+  with pytest.raises(ModelDirError, match='is not a checkpoint state file.*'
+                     f'--resume_from={_prefix(directory, 4)}'):
+    model_dir_lib.check(directory)
+  model_dir_lib.check(directory, resume_from='model.ckpt-4')
+  assert model_dir_lib.restore_point(directory, 'model.ckpt-4') == _prefix(
+      directory, 4)

@@ -148,12 +148,15 @@ def read_state(model_dir: str):
     raise damaged_error(model_dir, str(e)) from None
 
 
-def _state_or_none(model_dir: str):
-  """The state file's proto; None if absent or garbage (for listings)."""
+_GARBAGE = object()  # A state file that cannot be parsed.
+
+
+def _state_or_garbage(model_dir: str):
+  """The state file's proto; None if absent; `_GARBAGE` if unparsable."""
   try:
     return _parse_state(model_dir)
   except ValueError:
-    return None
+    return _GARBAGE
 
 
 def _listed(model_dir: str, state) -> Set[str]:
@@ -166,6 +169,8 @@ def _listed(model_dir: str, state) -> Set[str]:
 def _unfinished(model_dir: str, scan: _Scan, state,
                 keep_checkpoint_max: Optional[int]) -> List[str]:
   """The paths of unfinished saves (module docstring), sorted."""
+  if state is _GARBAGE:  # No record to tell an unfinished checkpoint by.
+    return sorted(scan.temporary)
   listed = _listed(model_dir, state)
   latest = step_of(state.model_checkpoint_path) if state else None
   oldest = min((s for s in map(step_of, listed) if s is not None),
@@ -196,7 +201,7 @@ def unfinished_saves(model_dir: str,
     keep_checkpoint_max: the run's; None never counts a complete checkpoint
       as an unfinished deletion.
   """
-  return _unfinished(model_dir, _scan(model_dir), _state_or_none(model_dir),
+  return _unfinished(model_dir, _scan(model_dir), _state_or_garbage(model_dir),
                      keep_checkpoint_max)
 
 
@@ -208,7 +213,7 @@ def checkpoint_prefixes(model_dir: str) -> List[str]:
   late).
   """
   scan = _scan(model_dir)
-  unfinished = set(_unfinished(model_dir, scan, _state_or_none(model_dir),
+  unfinished = set(_unfinished(model_dir, scan, _state_or_garbage(model_dir),
                                None))
   return sorted((p for p in scan.indexed if p + '.index' not in unfinished),
                 key=step_of)
@@ -381,7 +386,7 @@ def remove_unfinished_saves(model_dir: str,
                  'finish (a run killed or out of disk space while saving); '
                  'no run can resume from them: %s', len(removed),
                  ', '.join(removed))
-  first = unrecorded_first_save(model_dir, _state_or_none(model_dir),
+  first = unrecorded_first_save(model_dir, _state_or_garbage(model_dir),
                                 checkpoint_prefixes(model_dir))
   if first is not None:
     resume_from(model_dir, first)

@@ -221,7 +221,7 @@ def _run_locked(config: SearchConfig, model_spec: Any,
   resumed = config_lib.write_or_check(
       config, serialization.dumps(model_spec, indent=1))
   lock.record_holder()
-  # Before `resume_from`, which would list an unfinished save as older.
+  # Before `resume_from`: a damaged checkpoint it skips is the user's.
   model_dir_lib.remove_unfinished_saves(config.model_dir,
                                         config.keep_checkpoint_max)
   if resume_from:

@@ -106,8 +106,8 @@ def _checked_indices(config: TrainEvalConfig, model_spec: Any) -> List[int]:
 
 
 def prepare(config: TrainEvalConfig, model_spec: Any,
-            lock: Optional[model_dir_lib.Lock] = None
-            ) -> Optional[SearchWeights]:
+            lock: Optional[model_dir_lib.Lock] = None,
+            resume_from: Optional[str] = None) -> Optional[SearchWeights]:
   """Checks the run against its model dir and writes config/spec files.
 
   Args:
@@ -115,6 +115,8 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
     model_spec: the spec `config.indices` indexes.
     lock: the model dir's lock (`model_dir.exclusive`), acquired once the
       checks have passed, before anything is written.
+    resume_from: the checkpoint the run will continue from, if not the
+      latest.
 
   Returns:
     The search to initialise from, if the run has one and model_dir has no
@@ -129,7 +131,8 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
   """
   _checked_indices(config, model_spec)
   check_inputs(config)
-  has_checkpoint = bool(model_dir_lib.restore_point(config.model_dir))
+  has_checkpoint = bool(model_dir_lib.restore_point(config.model_dir,
+                                                    resume_from))
   if config.mode == 'evaluate' and not has_checkpoint:
     raise ConfigError(f'nothing to evaluate: {config.model_dir} has no '
                       'checkpoint; train first (--mode=train_and_eval)')
@@ -270,9 +273,9 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
     with model_dir_lib.stopping_on_full_disk(config.model_dir):
-      weights = prepare(config, model_spec, lock)
+      weights = prepare(config, model_spec, lock, resume_from)
       lock.record_holder()
-      # Before `resume_from`, which would list an unfinished save as older.
+      # Before `resume_from`: a damaged checkpoint it skips is the user's.
       model_dir_lib.remove_unfinished_saves(config.model_dir,
                                             config.keep_checkpoint_max)
       if resume_from:

@@ -10,10 +10,13 @@ import json
 import os
 import shutil
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bin import cli
+from bin import train_eval as train_eval_cli
 from examples import make_image_folder
 from tests.e2e.test_user_spaces import TUTORIAL_SPACE
 from tests.e2e.test_user_spaces import ok
@@ -175,9 +178,6 @@ def test_train_eval_without_a_test_folder_is_refused_before_training(
     tmp_path):
   # The default --eval_split=test on a folder without test/: one line before
   # anything is trained or written, naming the splits there are and the flag.
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  from bin import cli  # pylint: disable=g-import-not-at-top
-  from bin import train_eval as train_eval_cli  # pylint: disable=g-import-not-at-top
   root = _write(tmp_path / 'f', train_per_class=3)
   model_dir = tmp_path / 'final'
   flag_values = flags.FlagValues()

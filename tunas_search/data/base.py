@@ -131,7 +131,8 @@ def no_test_split(name: str, advice: str) -> DataError:
   """The error for a dataset without a test split, naming those it has."""
   others = ', '.join(s for s in SPLITS if s != 'test')
   return DataError(f'{name} has no test split (its splits: {others}); '
-                   f'{advice}, or evaluate on validation (--eval_split=validation)')
+                   f'{advice}, or evaluate on validation '
+                   '(--eval_split=validation)')
 
 
 def validate_image_size(image_size: int) -> int:
