@@ -8,8 +8,8 @@ Runs `bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=N` in one
 model dir and kills it with SIGKILL `--kills` times, rerunning the same
 command after each kill, then lets the last run finish. The kills follow a
 seeded plan (`--seed`): alternately while a checkpoint is being saved (the
-k-th save of the run, k in 1..3, a random 0-1 s after its temp dir
-appears) and at a random instant (uniform over `--random_kill_window_s`
+k-th save of the run, k in 1..3, a random 0 to `--save_kill_delay_s`
+seconds after its temp dir appears) and at a random instant (uniform over `--random_kill_window_s`
 seconds after the run starts, graph building included). Every few seconds
 it samples the search's resident memory and the model dir's size.
 
@@ -61,14 +61,17 @@ _START = re.compile(r'(Starting|Resuming) search of \S+ in \S+: step (\d+) ')
 _TEMP = re.compile(r'\.ckpt-(\d+)_temp')
 
 
-def plan_kills(kills: int, seed: int, window_s: float) -> List[dict]:
-  """The seeded kill plan: alternately at a save and at a random instant."""
+def plan_kills(kills: int, seed: int, window_s: float,
+               save_delay_s: float = 1.0) -> List[dict]:
+  """The seeded kill plan: alternately at a save (up to `save_delay_s`
+  after it began) and at a random instant (up to `window_s` after the run
+  started)."""
   rng = random.Random(seed)
   plan = []
   for i in range(kills):
     if i % 2 == 0:
       plan.append({'kind': SAVE, 'save': rng.randint(1, 3),
-                   'delay_s': round(rng.uniform(0.0, 1.0), 3)})
+                   'delay_s': round(rng.uniform(0.0, save_delay_s), 3)})
     else:
       plan.append({'kind': RANDOM,
                    'delay_s': round(rng.uniform(0.0, window_s), 1)})
@@ -321,6 +324,7 @@ def main(argv=None) -> int:
   parser.add_argument('--kills', type=int, default=20)
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--random_kill_window_s', type=float, default=300.0)
+  parser.add_argument('--save_kill_delay_s', type=float, default=1.0)
   parser.add_argument('--sample_s', type=float, default=5.0)
   parser.add_argument('--rss_growth_limit', type=float, default=0.10)
   parser.add_argument('--model_dir', help='default: a new temporary dir')
@@ -336,8 +340,9 @@ def main(argv=None) -> int:
              f'--max_steps={args.max_steps}', f'--model_dir={args.model_dir}',
              *args.search_flag]
   began, runs, samples = time.monotonic(), [], []
-  for index, plan in enumerate(plan_kills(args.kills, args.seed,
-                                          args.random_kill_window_s) + [None]):
+  kills = plan_kills(args.kills, args.seed, args.random_kill_window_s,
+                     args.save_kill_delay_s)
+  for index, plan in enumerate(kills + [None]):
     runs.append(_one_run(index, command, plan, args, samples))
     if runs[-1]['exit'] != 'killed':
       break  # Finished, or refused: a rerun would do the same.

@@ -23,6 +23,8 @@ def test_kill_plan_alternates_and_is_seeded(soak):
   assert soak.plan_kills(5, seed=3, window_s=100.0) == plan
   assert soak.plan_kills(5, seed=4, window_s=100.0) != plan
   assert soak.plan_kills(0, seed=3, window_s=100.0) == []
+  quick = soak.plan_kills(4, seed=3, window_s=100.0, save_delay_s=0.05)
+  assert all(p['delay_s'] <= 0.05 for p in quick[::2])
 
 
 def test_expected_log_steps_and_gaps(soak):
