@@ -25,6 +25,9 @@ damage (`model_dir.check` refuses it and names the newest intact one), and a
 complete checkpoint newer than the state file (left by `resume_from`, or
 saved just before a kill in 3) stays as TensorFlow leaves it: a run resumes
 from the state file's latest and overwrites it when it saves that step again.
+A first checkpoint (step 0) saved before any state file was written is
+recorded by `remove_unfinished_saves`, and resumed from. Beside a state file
+that cannot be parsed only temp dirs and leftovers count as unfinished.
 """
 
 import os
