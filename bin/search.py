@@ -186,7 +186,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
   except data.DataError as e:
     raise cli.UsageError(str(e)) from None
   # Import TensorFlow-heavy modules only once the flags are known to be good.
-  from tunas_search import runner  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tunas_search import model_dir as model_dir_lib
+  from tunas_search import runner
+  # pylint: enable=g-import-not-at-top
   space = search_spaces.get(config.search_space)
   try:
     with resolve.reading_images(config.dataset):
@@ -194,8 +197,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
                                  resume_from=flag_values.resume_from)
   except ConfigError as e:
     raise cli.UsageError(str(e)) from None
-  except runner.NonFiniteLossError as e:
-    cli.fail(str(e), exit_code=1)
+  except (runner.NonFiniteLossError, model_dir_lib.DiskFullError) as e:
+    cli.fail(str(e), exit_code=cli.FAILURE_EXIT_CODE)
   if result is None:  # A multi-worker search's non-chief worker.
     print(f'Worker done; the chief writes the result to {config.model_dir}')
   else:

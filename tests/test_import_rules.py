@@ -196,12 +196,7 @@ GRADIENT_OVERRIDES = ('RegisterGradient', 'gradient_override_map')
 PUBLIC_UNDERSCORED = frozenset({'_replace', '_asdict', '_fields', '_make',
                                 '_field_defaults'})
 # Known exceptions, by (module, member), each with the reason it stays.
-KNOWN_PROTECTED = {
-    # CheckpointSaver subclasses TF's CheckpointSaverHook and extends its
-    # `_save`; it moves into tf_internals/ with issue 44's changes to
-    # model_dir.py.
-    ('tunas_search/model_dir.py', '_save'),
-}
+KNOWN_PROTECTED = frozenset()
 _DOOR = ('live in tunas_search/tf_internals/ only (docs/DESIGN.md, '
          '"TensorFlow internals")')
 

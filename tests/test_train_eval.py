@@ -270,6 +270,27 @@ def test_warm_start_refuses_bad_search_dirs(tmp_path):
   assert not os.path.exists(tmp_path / 'run')
 
 
+def test_warm_start_names_an_unreadable_checkpoint(tmp_path):
+  write_search(tmp_path)
+  latest = tf.train.latest_checkpoint(str(tmp_path))
+  with open(latest + '.index', 'r+b') as f:
+    f.truncate(3)
+  with pytest.raises(warm_start.WarmStartError, match=(
+      f'^init_from_search: cannot read checkpoint {latest} of {tmp_path}: ')):
+    warm_start.SearchWeights.open(str(tmp_path), SPEC, 10, 1)
+
+
+def test_tpu_evaluation_needs_a_split_of_one_batch_before_training(tmp_path):
+  # The embedded test split has 2,000 images: no whole batch of 4,096.
+  config = make_config(tmp_path / 'run', use_tpu=True, eval_batch_size=4096)
+  with pytest.raises(ConfigError, match=(
+      'the test split of embedded has 2000 examples; a TPU evaluates whole '
+      'batches of eval_batch_size 4096')):
+    train_eval.prepare(config, SPEC)
+  assert not os.path.exists(tmp_path / 'run')
+  train_eval.check_inputs(dataclasses.replace(config, mode='train'))
+
+
 # CLI ------------------------------------------------------------------------
 
 def run_cli(*args):

@@ -21,7 +21,6 @@ from tunas_search.config import plan as plan_lib
 from tunas_search.config import SearchConfig
 from tunas_search.runtime import estimators
 from tunas_search.runtime import progress as progress_lib
-from tunas_search.tf_internals import estimator as tf_estimator
 
 tf1 = tf.compat.v1
 
@@ -81,12 +80,10 @@ def _checkpoint_saver(config: SearchConfig,
                       write_graph: bool) -> model_dir_lib.CheckpointSaver:
   """The search's checkpoint saver; the estimator's own would write the
   graph into the events on every start."""
-  saver = model_dir_lib.CheckpointSaver(
-      config.model_dir, config.iterations_per_checkpoint, write_graph)
-  if config.use_tpu:
-    # A session run is a whole host loop on TPU.
-    tf_estimator.set_steps_per_run(saver, config.tpu_iterations_per_loop)
-  return saver
+  # A session run is a whole host loop on TPU.
+  return model_dir_lib.CheckpointSaver(
+      config.model_dir, config.iterations_per_checkpoint, write_graph,
+      steps_per_run=config.tpu_iterations_per_loop if config.use_tpu else 1)
 
 
 def search_input_fn(config: SearchConfig) -> data.SearchInputFn:
@@ -201,6 +198,7 @@ def run_search(config: SearchConfig, model_spec: Any,
       `search_input_fn(config)` (tests wrap it to inject faults).
     resume_from: a checkpoint of the model dir to continue from instead of
       the latest (e.g. the newest intact one when the latest is damaged).
+      Unfinished saves of killed runs are removed first (one log line).
     environment: what the machine offers the step; default: probed
       (`probe_environment`).
 
@@ -215,6 +213,8 @@ def run_search(config: SearchConfig, model_spec: Any,
       its checkpoints are damaged. Nothing is written then.
     NonFiniteLossError: if either loss became NaN or +-inf; the newest
       all-finite checkpoint is then the one a rerun resumes from.
+    model_dir.DiskFullError: if a write failed for lack of disk space; the
+      checkpoints recorded before stay intact and a rerun resumes.
   """
   mirrored = _mirrored(config)  # Before anything is written.
   environment = environment or probe_environment()
@@ -224,42 +224,57 @@ def run_search(config: SearchConfig, model_spec: Any,
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
-    _check_logits_layout(config.model_dir)
+    _check_logits_layout(config.model_dir, resume_from)
     # The step's form, every 'auto' resolved once (a resumed run keeps its
     # shared-weight update).
     plan = plan_lib.resolve(config, environment,
                             plan_lib.previous(config.model_dir, environment))
-    lock.acquire()  # Creates a new model dir: the checks have passed.
-    resumed = config_lib.write_or_check(
-        config, serialization.dumps(model_spec, indent=1))
-    plan_lib.write(plan, config.model_dir)
-    lock.record_holder()
-    if resume_from:
-      model_dir_lib.resume_from(config.model_dir, resume_from)
-    model_dir_lib.remove_stale_temp_dirs(config.model_dir)
-    summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
-    start = progress_lib.latest_step(config.model_dir)
-    logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
-                 'Resuming' if resumed else 'Starting', config.search_space,
-                 config.model_dir, start, config.total_steps,
-                 config.train_batch_size)
-    logging.info('%s', plan.describe())
-    if start < config.total_steps:
-      # The graph goes into the events once, on a run's first start.
-      _train(config, plan, environment, model_spec,
-             input_fn or search_input_fn(config), list(hooks or []),
-             write_graph=start == 0 and not resumed, mirrored=mirrored)
-    return _write_result(config)
+    with model_dir_lib.stopping_on_full_disk(config.model_dir):
+      return _run_locked(config, plan, environment, model_spec, hooks,
+                         input_fn, resume_from, lock, mirrored)
 
 
-def _check_logits_layout(model_dir: str) -> None:
-  """Refuses checkpoints whose controller logits are one variable per
-  decision (written before they were grouped): a search could not restore
-  them, but `analyze_search` still reads them."""
-  prefixes = model_dir_lib.checkpoint_prefixes(model_dir)
-  if prefixes and controller.has_legacy_logits(prefixes[-1]):
+def _run_locked(config: SearchConfig, plan: plan_lib.StepPlan,
+                environment: plan_lib.Environment, model_spec: Any,
+                hooks: Optional[List[tf1.train.SessionRunHook]],
+                input_fn: Optional[Callable], resume_from: Optional[str],
+                lock: model_dir_lib.Lock,
+                mirrored: Optional[estimators.Mirrored]) -> analysis.Analysis:
+  """`run_search` once the checks have passed: writes, trains, reports."""
+  lock.acquire()  # Creates a new model dir: the checks have passed.
+  resumed = config_lib.write_or_check(
+      config, serialization.dumps(model_spec, indent=1))
+  plan_lib.write(plan, config.model_dir)
+  lock.record_holder()
+  # Before `resume_from`: a damaged checkpoint it skips is the user's.
+  model_dir_lib.remove_unfinished_saves(config.model_dir,
+                                        config.keep_checkpoint_max)
+  if resume_from:
+    model_dir_lib.resume_from(config.model_dir, resume_from)
+  summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
+  start = progress_lib.latest_step(config.model_dir)
+  logging.info('%s search of %s in %s: step %d of %d (%d images per step)',
+               'Resuming' if resumed else 'Starting', config.search_space,
+               config.model_dir, start, config.total_steps,
+               config.train_batch_size)
+  logging.info('%s', plan.describe())
+  if start < config.total_steps:
+    # The graph goes into the events once, on a run's first start.
+    _train(config, plan, environment, model_spec,
+           input_fn or search_input_fn(config), list(hooks or []),
+           write_graph=start == 0 and not resumed, mirrored=mirrored)
+  return _write_result(config)
+
+
+def _check_logits_layout(model_dir: str,
+                         resume_from: Optional[str] = None) -> None:
+  """Refuses a checkpoint to restore whose controller logits are one
+  variable per decision (written before they were grouped): a search could
+  not restore it, but `analyze_search` still reads it."""
+  checkpoint = model_dir_lib.restore_point(model_dir, resume_from)
+  if checkpoint and controller.has_legacy_logits(checkpoint):
     raise config_lib.ConfigError(
-        f'checkpoint {prefixes[-1]} stores one controller logits variable '
+        f'checkpoint {checkpoint} stores one controller logits variable '
         'per decision, the layout of older tunas_search versions, which this '
         'version cannot resume; analyze_search still reads it, or search '
         'again with a new --model_dir')
@@ -287,7 +302,6 @@ def _run_worker(config: SearchConfig, model_spec: Any,
 def _write_result(config: SearchConfig) -> analysis.Analysis:
   """Analyses the finished search and writes search_result.json."""
   result = analysis.analyze(config.model_dir)
-  with tf.io.gfile.GFile(os.path.join(config.model_dir, RESULT_FILENAME),
-                         'w') as f:
-    f.write(json.dumps(result.to_dict(), indent=2))
+  model_dir_lib.write_text(os.path.join(config.model_dir, RESULT_FILENAME),
+                           json.dumps(result.to_dict(), indent=2))
   return result

@@ -92,6 +92,15 @@ class DataSource(abc.ABC):
   def check_available(self) -> None:
     """Raises DataError (one clear line) if the data cannot be read."""
 
+  def check_split(self, split: str) -> None:
+    """Raises DataError (one line) unless this dataset has `split`.
+
+    Every dataset has 'train', 'validation' (held out of the official
+    training set where the data has none) and 'train_full'; sources
+    without a test split override this.
+    """
+    check_split(split)
+
   @abc.abstractmethod
   def examples(self, split: str, *, shuffle_files: bool = False,
                seed: Optional[int] = None,
@@ -116,6 +125,14 @@ def check_split(split: str) -> None:
   if split not in SPLITS:
     raise DataError(f'unknown split {split!r}; valid splits: '
                     f'{", ".join(SPLITS)}')
+
+
+def no_test_split(name: str, advice: str) -> DataError:
+  """The error for a dataset without a test split, naming those it has."""
+  others = ', '.join(s for s in SPLITS if s != 'test')
+  return DataError(f'{name} has no test split (its splits: {others}); '
+                   f'{advice}, or evaluate on validation '
+                   '(--eval_split=validation)')
 
 
 def validate_image_size(image_size: int) -> int:
