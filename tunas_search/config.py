@@ -21,8 +21,10 @@ CONFIG_FILENAME = 'config.json'
 MODEL_SPEC_FILENAME = 'model_spec.json'
 # TuNAS searches at 224x224; the smallest size every space can take is the
 # smallest input that still leaves a 1x1 feature map after five stride-2 steps.
+# The largest takes MobileNetV4-Conv-L's 384x384 with room to spare
+# (docs/mobilenet_v4.md).
 MIN_IMAGE_SIZE = 28
-MAX_IMAGE_SIZE = 224
+MAX_IMAGE_SIZE = 512
 
 # Fields that may differ between the run that wrote a model dir and a run
 # that resumes it: where things are and how often to log/save, nothing that

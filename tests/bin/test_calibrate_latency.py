@@ -42,11 +42,11 @@ _SPACE = '--search_space=proxylessnas_search'
     ([_SPACE, '--seed=-1'], 'seed must be >= 0, got -1'),
     # The configs' range, as every tool.
     ([_SPACE, '--image_size=5'],
-     'image_size 5 is outside the valid range 28..224'),
+     'image_size 5 is outside the valid range 28..512'),
     ([_SPACE, '--image_size=20'],
-     'image_size 20 is outside the valid range 28..224'),
-    ([_SPACE, '--image_size=225'],
-     'image_size 225 is outside the valid range 28..224'),
+     'image_size 20 is outside the valid range 28..512'),
+    ([_SPACE, '--image_size=513'],
+     'image_size 513 is outside the valid range 28..512'),
     # Checked before calibration.json and measurements.jsonl are written.
     ([_SPACE, '--backend=adb', '--adb=/nonexistent/adb',
       '--benchmark_binary=/data/local/tmp/benchmark_model'],

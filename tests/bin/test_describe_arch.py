@@ -102,9 +102,9 @@ def test_text_summary(capsys):
      "unknown --format 'xml'; valid choices: text, json"),
     # The configs' range, as every tool (tunas_search.config).
     (['--search_space=mobilenet_v2', '--image_size=27'],
-     '^image_size 27 is outside the valid range 28..224$'),
+     '^image_size 27 is outside the valid range 28..512$'),
     (['--search_space=mobilenet_v2', '--image_size=100000'],
-     '^image_size 100000 is outside the valid range 28..224$'),
+     '^image_size 100000 is outside the valid range 28..512$'),
 ])
 def test_bad_input_is_a_one_line_usage_error(capsys, args, message):
   with pytest.raises(cli.UsageError, match=message) as error:
