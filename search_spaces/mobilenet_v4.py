@@ -21,7 +21,7 @@ others are residual and may be `Zero`, i.e. identities.
 
 import dataclasses
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 from tunas_search import architecture
 from tunas_search import schema
@@ -196,24 +196,25 @@ def _widths(layout: Layout, stage: int) -> OneOf:
   return OneOf(layout.widths(stage), schema.FILTERS)
 
 
-def coarse(layout: Layout) -> ConvTower:
-  """Widths and depths searched; every block an IB, x4, 3x3 middle DW."""
+def _searched_depths(layout: Layout, block: Callable[[int], Any]
+                     ) -> ConvTower:
+  """Searched stage widths and depths of `block(strides)`s."""
   stages = []
   for i, (_, most) in enumerate(layout.stages):
-    layers = [_uib(*COARSE_KERNELS, strides=2)]
-    layers += [_optional(_uib(*COARSE_KERNELS)) for _ in range(most - 1)]
+    layers = [block(2)] + [_optional(block(1)) for _ in range(most - 1)]
     stages.append(Block(tuple(layers), _widths(layout, i)))
   return _tower(layout, stages)
+
+
+def coarse(layout: Layout) -> ConvTower:
+  """Widths and depths searched; every block an IB, x4, 3x3 middle DW."""
+  return _searched_depths(
+      layout, lambda strides: _uib(*COARSE_KERNELS, strides=strides))
 
 
 def one_stage(layout: Layout) -> ConvTower:
   """Widths, depths and both depthwise kernels of every block searched."""
-  stages = []
-  for i, (_, most) in enumerate(layout.stages):
-    layers = [_searched_uib(strides=2)]
-    layers += [_optional(_searched_uib()) for _ in range(most - 1)]
-    stages.append(Block(tuple(layers), _widths(layout, i)))
-  return _tower(layout, stages)
+  return _searched_depths(layout, _searched_uib)
 
 
 def fine(layout: Layout, stages: Sequence[Tuple[int, int]]) -> ConvTower:
