@@ -5,6 +5,8 @@ is stubbed here with a coarse search's config, spec and final architecture
 (tests/e2e/test_two_stage.py runs the real stages).
 """
 
+import os
+
 import pytest
 from absl import flags
 
@@ -18,6 +20,9 @@ from tunas_search import schema
 from tunas_search.config import SearchConfig
 
 COARSE = 'mobilenet_v4_conv_small_coarse'
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))))
+PRESET = 'mobilenet_v4_small_cpu.cfg'
 
 
 def _coarse_indices():
@@ -120,3 +125,15 @@ def test_a_dir_without_a_search_is_refused(tmp_path):
   assert str(raised.value) == (
       f'--coarse_model_dir: {tmp_path} is not a search model dir: it has no '
       'config.json')
+
+
+@pytest.mark.usefixtures('coarse')
+def test_the_preset_runs_both_stages(tmp_path):
+  preset = f'--flagfile={os.path.join(ROOT, "configs", PRESET)}'
+  first = _config(tmp_path, preset, f'--search_space={COARSE}')
+  assert (first.search_space, first.dataset, first.image_size,
+          first.cost_model, first.rl_cost_model_target, first.max_steps) == (
+              COARSE, 'embedded', 32, 'madds', 6e6, 200)
+  second = _config(tmp_path, preset, '--coarse_model_dir=/coarse')
+  assert second.search_space == 'mobilenet_v4_conv_small_fine_144x4_64x8'
+  assert second.max_steps == 200
