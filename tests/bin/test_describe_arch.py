@@ -35,11 +35,11 @@ def test_json_for_mobilenet_v2(capsys):
   info = json.loads(_main(capsys, '--search_space=mobilenet_v2',
                           '--format=json'))
   assert set(info) == {
-      'search_space', 'architecture', 'indices', 'block_string', 'params',
-      'madds',
-      'num_decisions', 'log10_space_size', 'cost/madds', 'cost/params',
+      'search_space', 'architecture', 'indices', 'block_string',
+      'image_size', 'params', 'madds', 'num_decisions', 'log10_space_size', 'cost/madds', 'cost/params',
       'cost/pixel1_latency'}
   assert info['search_space'] == 'mobilenet_v2'
+  assert info['image_size'] == 224  # TuNAS's, as the flag's default.
   default = search_spaces.get('mobilenet_v2').default_indices()
   # As in analyze_search's JSON: the string and its list of ints.
   assert info['architecture'] == architecture.format_indices(default)
