@@ -151,15 +151,6 @@ _add(SearchSpace(
                 'model (its widths are outside mobilenet_v3_like_search)'))
 
 
-def fine_space(layout: mobilenet_v4.Layout, stages) -> SearchSpace:
-  """The MobileNetV4 fine stage at a coarse result's (width, blocks) per
-  stage (`mobilenet_v4.fine_name`)."""
-  return SearchSpace(
-      mobilenet_v4.fine_name(layout, stages),
-      lambda: mobilenet_v4.fine(layout, stages), **_v4_search(layout),
-      description=_FINE + ', '.join(f'{w}x{n}' for w, n in stages))
-
-
 def _v4_search(layout: mobilenet_v4.Layout) -> dict:
   """What the spaces of one MobileNetV4 size's search share: MAdds and
   its target, the published input side, and one latency calibration (of
@@ -169,10 +160,22 @@ def _v4_search(layout: mobilenet_v4.Layout) -> dict:
               cost_model_space=f'{layout.name}_search')
 
 
-# docs/mobilenet_v4.md: the spaces of MobileNetV4-Conv-S's search.
-_MOBILENET_V4_SEARCH = _v4_search(mobilenet_v4.CONV_SMALL)
 _FINE = ('MobileNetV4 two-stage search, fine stage: the nine UIB '
          'instantiations per block at widths x blocks ')
+
+
+def fine_space(layout: mobilenet_v4.Layout,
+               stages: Sequence[Tuple[int, int]]) -> SearchSpace:
+  """The MobileNetV4 fine stage at a coarse result's (width, blocks) per
+  stage (`mobilenet_v4.fine_name`)."""
+  return SearchSpace(
+      mobilenet_v4.fine_name(layout, stages),
+      lambda: mobilenet_v4.fine(layout, stages), **_v4_search(layout),
+      description=_FINE + ', '.join(f'{w}x{n}' for w, n in stages))
+
+
+# docs/mobilenet_v4.md: the spaces of MobileNetV4-Conv-S's search.
+_MOBILENET_V4_SEARCH = _v4_search(mobilenet_v4.CONV_SMALL)
 _add(SearchSpace(
     'mobilenet_v4_conv_small_coarse',
     mobilenet_v4.mobilenet_v4_conv_small_coarse, **_MOBILENET_V4_SEARCH,
