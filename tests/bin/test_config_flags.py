@@ -50,7 +50,7 @@ _TRAIN_EVAL_FLAGS = {
     'path_dropout_rate', 'init_from_search', 'freeze_backbone',
     'use_bfloat16', 'use_tpu', 'tpu', 'tpu_zone', 'gcp_project',
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
-    'keep_checkpoint_max', 'seed', 'format'}
+    'keep_checkpoint_max', 'seed', 'format', 'final_architecture'}
 
 
 def _defined(tool) -> flags.FlagValues:
