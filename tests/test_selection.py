@@ -162,6 +162,14 @@ def test_without_a_cost_model_only_argmax():
     distribution(LEANING, num_samples=0)
 
 
+def test_bounds_replace_the_relative_window():
+  d = selection.Distribution(SPEC, LEANING, cost_model=MADDS,
+                             context=CONTEXT, target=1e5,
+                             bounds=(100500.0, 101000.0), num_samples=300)
+  choice = d.choose('in_window')
+  assert choice.window == (100500.0, 101000.0) and choice.cost == 100672.0
+
+
 def test_window_is_tunas_83_to_85_ms_at_84():
   low, high = selection.window(84.0)
   assert (round(low, 2), round(high, 2)) == (82.99, 85.01)

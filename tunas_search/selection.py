@@ -222,6 +222,7 @@ class Distribution:
                context: Optional[CostContext] = None,
                target: Optional[float] = None,
                relative_window: float = RELATIVE_WINDOW,
+               bounds: Optional[Tuple[float, float]] = None,
                num_samples: int = NUM_SAMPLES, seed: int = 0):
     """Samples the controller and scores the samples and the argmax.
 
@@ -233,6 +234,7 @@ class Distribution:
       context: its context (`cost_models.context_for(search_config)`).
       target: the search's cost target; None for none.
       relative_window: half-width of the window around `target`, relative.
+      bounds: the window itself, instead of one around `target`.
       num_samples: architectures to sample from the controller.
       seed: seed of the sample.
     """
@@ -243,7 +245,10 @@ class Distribution:
     self._probabilities = [np.asarray(p, np.float64) for p in probabilities]
     self._has_cost = cost_model is not None and target is not None
     self._target = target
-    self.window = window(target, relative_window) if self._has_cost else None
+    self.window = None
+    if self._has_cost:
+      self.window = tuple(bounds) if bounds else window(target,
+                                                        relative_window)
     known: Dict[Tuple[int, ...], Optional[float]] = {}
 
     def cost_of(indices: List[int]) -> Optional[float]:
@@ -319,7 +324,8 @@ def for_search(config: Any, spec: Any, result: Any, **kwargs
     config: the search's `SearchConfig` (its cost model, context, target).
     spec: its model spec.
     result: an `analysis.Analysis` of it (each decision's probabilities).
-    **kwargs: `relative_window`, `num_samples`, `seed` of `Distribution`.
+    **kwargs: `relative_window`, `bounds`, `num_samples`, `seed` of
+      `Distribution`.
   """
   model = context = target = None
   if config.cost_model != cost_models.NONE:

@@ -174,11 +174,14 @@ def test_one_shot_is_the_supernet_on_that_architecture(search_dir):
     ('--shard=2/2', r'--shard=2/2: expected i/n with 0 <= i < n'),
     ('--relative_window=0', 'a window of zero width is empty'),
     ('--seeds=0', 'seeds must be at least 1, got 0'),
+    ('--min_cost=5', 'give both min_cost and max_cost, or neither'),
+    ('--min_cost=5 --max_cost=5', 'empty cost window: min_cost 5.0 is not '
+     'below max_cost 5.0'),
 ])
 def test_bad_flags_are_one_line(search_dir, tmp_path, flag, message):
   with pytest.raises(cli.cli.UsageError, match=message):
     build(f'--search_model_dir={search_dir}',
-          f'--output_dir={tmp_path / "eval"}', flag)
+          f'--output_dir={tmp_path / "eval"}', *flag.split())
   assert not os.path.exists(tmp_path / 'eval')
 
 
@@ -241,6 +244,18 @@ def test_other_settings_in_an_output_dir_are_refused(search_dir, tmp_path):
   assert config.seeds == 1 and len(plan.candidates) == 2
   with pytest.raises(EvaluationError, match='holds no evaluation to report'):
     job.prepare(build(f'--output_dir={tmp_path / "none"}', '--report_only'))
+
+
+def test_an_explicit_window_replaces_the_relative_one(search_dir, tmp_path):
+  # Only the tiny architectures of 100,672 MAdds lie in this window.
+  _, plan, _ = job.prepare(build(
+      f'--search_model_dir={search_dir}', f'--output_dir={tmp_path}', *SMALL,
+      '--num_random=3', '--min_cost=100500', '--max_cost=101000'))
+  assert plan.window == (100500.0, 101000.0)
+  randoms = [c for c in plan.candidates if c.kind == 'random']
+  assert [c.cost for c in randoms] == [100672.0] * 3
+  assert plan.searches[0]['choices']['argmax']['window'] == [100500.0,
+                                                            101000.0]
 
 
 def test_trainings_share_an_architecture_and_alternate_seeds():

@@ -58,6 +58,11 @@ class EvaluationConfig:
   relative_window: float = option(
       selection.RELATIVE_WINDOW, 'Half-width of every cost window, relative '
       '(0.012: 83-85 ms around 84 ms, as TuNAS).')
+  min_cost: Optional[float] = option(
+      None, "Lower end of the target's cost window, instead of the relative "
+      'window around the target (with --max_cost).')
+  max_cost: Optional[float] = option(
+      None, "Upper end of the target's cost window (with --min_cost).")
   seed: int = option(0, 'Seed of the random candidates and of the '
                      'trainings.')
   max_attempts: int = option(random_search.DEFAULT_MAX_ATTEMPTS,
@@ -152,6 +157,11 @@ def _validate(c: EvaluationConfig) -> None:
   _check(0.0 < c.relative_window < 1.0,
          f'relative_window must be in (0, 1): a window of zero width is '
          f'empty; got {c.relative_window}')
+  _check((c.min_cost is None) == (c.max_cost is None),
+         'give both min_cost and max_cost, or neither')
+  _check(c.min_cost is None or c.min_cost < c.max_cost,
+         f'empty cost window: min_cost {c.min_cost} is not below max_cost '
+         f'{c.max_cost}')
   config_lib.check_seed(c.seed)
   for name in ('max_attempts', 'selection_samples', 'seeds',
                'train_batch_size', 'eval_batch_size', 'bootstrap_resamples',

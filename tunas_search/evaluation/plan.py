@@ -128,6 +128,13 @@ def _cost_model(config: SearchConfig):
   return cost_models.get(config.cost_model), cost_models.context_for(config)
 
 
+def _bounds(config: EvaluationConfig) -> Optional[Tuple[float, float]]:
+  """The target's window if the config gives it, else None."""
+  if config.min_cost is None:
+    return None
+  return config.min_cost, config.max_cost
+
+
 def _rules(final_architecture: str) -> List[str]:
   if final_architecture == BOTH:
     return [selection.ARGMAX, selection.IN_WINDOW]
@@ -139,7 +146,7 @@ def _searched(config: EvaluationConfig, index: int, search: Search
   """One search's summary for the plan and its searched candidates."""
   distribution = selection.for_search(
       search.config, search.spec, search.result,
-      relative_window=config.relative_window,
+      relative_window=config.relative_window, bounds=_bounds(config),
       num_samples=config.selection_samples, seed=config.seed)
   try:
     choices = {r: distribution.choose(r)
@@ -190,7 +197,8 @@ def make(config: EvaluationConfig, searches: Sequence[Search]) -> Plan:
   randoms: List[Candidate] = []
   try:
     if target is not None:
-      window = candidates_lib.window_around(target, config.relative_window)
+      window = _bounds(config) or candidates_lib.window_around(
+          target, config.relative_window)
       randoms = candidates_lib.random_candidates(
           first.spec, model, context, window, config.num_random, config.seed,
           config.max_attempts)
