@@ -232,8 +232,8 @@ def _settling_text(s: Dict[str, Any], unit: str) -> str:
   costs = s['sampled_costs']
   if costs is not None:
     text += (f'; its samples cost {costs["mean"]:.4g} +-{costs["std"]:.2g} '
-             f'{unit}, the argmax more than {s["argmax_cost_percentile"]:.0f}'
-             '% of them')
+             f'{unit}, its argmax {s["argmax_cost"]:.4g} {unit} (more than '
+             f'{s["argmax_cost_percentile"]:.0f}% of them)')
   return text
 
 
