@@ -230,7 +230,7 @@ def _settling_text(s: Dict[str, Any], unit: str) -> str:
           f'{s["decisions"]} decisions settled, median top probability '
           f'{s["median_max_probability"]:.2f}')
   costs = s['sampled_costs']
-  if costs is not None:
+  if costs is not None and s.get('argmax_cost') is not None:
     text += (f'; its samples cost {costs["mean"]:.4g} +-{costs["std"]:.2g} '
              f'{unit}, its argmax {s["argmax_cost"]:.4g} {unit} (more than '
              f'{s["argmax_cost_percentile"]:.0f}% of them)')
