@@ -19,6 +19,7 @@ import tensorflow as tf
 from absl import flags
 
 from bin import evaluate_search as cli
+from tests.e2e import faults
 from tests.e2e import tiny
 from tunas_search import data
 from tunas_search import runner
@@ -63,20 +64,6 @@ class Killed(Exception):
   """A simulated kill of the process."""
 
 
-class KillAt(tf1.train.SessionRunHook):
-  """Raises `Killed` once a training reaches `step` (a simulated kill)."""
-
-  def __init__(self, step):
-    self._step = step
-
-  def begin(self):
-    self._global_step = tf1.train.get_global_step()
-
-  def after_run(self, run_context, run_values):
-    if run_context.session.run(self._global_step) >= self._step:
-      raise Killed()
-
-
 def files(root):
   return sorted(os.path.relpath(os.path.join(d, f), root)
                 for d, _, names in os.walk(root) for f in names)
@@ -97,7 +84,7 @@ def test_sharded_killed_resumed_and_reported(search_dir, tmp_path):
   assert not any(second in f for f in mine)
   assert 'evaluation.json' not in mine
   with pytest.raises(Killed):  # Shard 1, killed in its training.
-    job.run(build(*args, '--shard=1/2'), hooks=[KillAt(1)])
+    job.run(build(*args, '--shard=1/2'), hooks=[faults.StopAt(1, Killed())])
   assert not os.path.exists(os.path.join(out, 'results', second))
   kept = open(os.path.join(out, 'results', first, 'run-0.json')).read()
   assert job.run(build(*args, '--shard=1/2')) is None  # Resumed.
