@@ -285,11 +285,13 @@ def _correlation_lines(built: Dict[str, Any]) -> List[str]:
                + ('-' if ceiling is None else f'{ceiling:.2f}')
                + ' (the noise ceiling of any rank correlation here)')
   std = n['seed_std']
+  removed = ('seed noise removed' if std['validation'] is not None
+             else 'seed noise not measured yet')
   lines.append(f'seed noise (std of one training): validation '
                f'{_pct(std["validation"])} points, test {_pct(std["test"])}'
                f' points; random architectures differ by '
-               f'{_pct(n["random_architecture_std"])} points (std, seed '
-               'noise removed)')
+               f'{_pct(n["random_architecture_std"])} points (std, '
+               f'{removed})')
   if n['detectable_difference'] is not None:
     needed = n['seeds_for_one_point']
     lines.append(
