@@ -14,13 +14,15 @@ the held-out validation split; the test split is reported beside it.
 import math
 import os
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from tunas_search.evaluation import candidates as candidates_lib
 from tunas_search.evaluation import stats
-from tunas_search.evaluation.plan import Plan
+
+if TYPE_CHECKING:
+  from tunas_search.evaluation.plan import Plan  # pylint: disable=g-bad-import-order
 
 JSON_FILENAME = 'evaluation.json'
 TEXT_FILENAME = 'evaluation.txt'
@@ -57,7 +59,7 @@ def _versus(value: Optional[float], population: Sequence[float]
           'random_mean': float(np.mean(population))}
 
 
-def _search_entries(plan: Plan, entries: Dict[str, Dict[str, Any]]
+def _search_entries(plan: 'Plan', entries: Dict[str, Dict[str, Any]]
                     ) -> List[Dict[str, Any]]:
   randoms = [e for e in entries.values()
              if e['kind'] == candidates_lib.RANDOM]
@@ -85,7 +87,7 @@ def _search_entries(plan: Plan, entries: Dict[str, Dict[str, Any]]
   return out
 
 
-def _pooled(plan: Plan, entries: Dict[str, Dict[str, Any]], seed: int
+def _pooled(plan: 'Plan', entries: Dict[str, Dict[str, Any]], seed: int
             ) -> Dict[str, Any]:
   """Searched (one per search and rule) against random, per split."""
   rules = sorted({r for s in plan.searches for r in s['choices']})
@@ -110,7 +112,7 @@ def _distinct(entries: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
   return list(first.values())
 
 
-def _correlations(plan: Plan, entries: Dict[str, Dict[str, Any]],
+def _correlations(plan: 'Plan', entries: Dict[str, Dict[str, Any]],
                   seed: int, resamples: int) -> List[Dict[str, Any]]:
   """One-shot (each supernet) against stand-alone validation accuracy."""
   out = []
@@ -134,7 +136,7 @@ def _correlations(plan: Plan, entries: Dict[str, Dict[str, Any]],
   return out
 
 
-def _noise(plan: Plan, entries: Dict[str, Dict[str, Any]], seeds: int
+def _noise(plan: 'Plan', entries: Dict[str, Dict[str, Any]], seeds: int
            ) -> Dict[str, Any]:
   """Seed noise, architecture spread and what the comparison can detect."""
   values = _distinct(entries)
@@ -161,7 +163,7 @@ def _noise(plan: Plan, entries: Dict[str, Dict[str, Any]], seeds: int
   return out
 
 
-def build(plan: Plan, scores: Dict[str, List[float]],
+def build(plan: 'Plan', scores: Dict[str, List[float]],
           runs: Dict[str, List[Dict[str, Any]]], *, seeds: int, seed: int,
           bootstrap_resamples: int) -> Dict[str, Any]:
   """The report of what is finished, as one JSON-ready dict.
