@@ -249,16 +249,7 @@ class Distribution:
     if self._has_cost:
       self.window = tuple(bounds) if bounds else window(target,
                                                         relative_window)
-    known: Dict[Tuple[int, ...], Optional[float]] = {}
-
-    def cost_of(indices: List[int]) -> Optional[float]:
-      # A settled controller samples few distinct architectures.
-      key = tuple(indices)
-      if key not in known:
-        known[key] = (None if cost_model is None else
-                      float(cost_model.cost(spec, indices, context)))
-      return known[key]
-
+    cost_of = _cached_cost(spec, cost_model, context)
     self._argmax = architecture.canonicalize(
         spec, [int(np.argmax(p)) for p in self._probabilities])
     self._argmax_cost = cost_of(self._argmax)
@@ -308,6 +299,21 @@ class Distribution:
         in_window=None if self.window is None else _inside(cost,
                                                            self.window),
         settling=self.settling)
+
+
+def _cached_cost(spec: Any, cost_model: Optional[CostModel],
+                 context: Optional[CostContext]):
+  """`indices -> cost` (None without a cost model), each architecture
+  costed once: a settled controller samples few distinct ones."""
+  known: Dict[Tuple[int, ...], Optional[float]] = {}
+
+  def cost_of(indices: List[int]) -> Optional[float]:
+    key = tuple(indices)
+    if key not in known:
+      known[key] = (None if cost_model is None else
+                    float(cost_model.cost(spec, indices, context)))
+    return known[key]
+  return cost_of
 
 
 def choose(spec: Any, probabilities: Sequence[np.ndarray], rule: str,

@@ -167,6 +167,32 @@ def _searched(config: EvaluationConfig, index: int, search: Search
   return summary, found
 
 
+def _randoms(config: EvaluationConfig, first: Search,
+             searched: Sequence[Candidate], model, context,
+             target: Optional[float]
+             ) -> Tuple[Optional[Tuple[float, float]], List[Candidate]]:
+  """The target's window and the random candidates (in it, and at the
+  cost of each search that missed it)."""
+  if target is None:
+    if config.num_random:
+      raise EvaluationError('the searches have no cost model and target, '
+                            'so there is no cost window for random '
+                            'architectures; use --num_random=0')
+    return None, []
+  window = _bounds(config) or candidates_lib.window_around(
+      target, config.relative_window)
+  try:
+    randoms = candidates_lib.random_candidates(
+        first.spec, model, context, window, config.num_random, config.seed,
+        config.max_attempts)
+    randoms += candidates_lib.own_cost_candidates(
+        first.spec, model, context, searched, window, config.relative_window,
+        config.num_random_own_cost, config.seed, config.max_attempts)
+  except candidates_lib.CandidateError as e:
+    raise EvaluationError(str(e)) from None
+  return window, randoms
+
+
 def make(config: EvaluationConfig, searches: Sequence[Search]) -> Plan:
   """Chooses every candidate (nothing is written).
 
@@ -193,25 +219,7 @@ def make(config: EvaluationConfig, searches: Sequence[Search]) -> Plan:
     summary, found = _searched(config, index, search)
     summaries.append(summary)
     searched += found
-  window = None
-  randoms: List[Candidate] = []
-  try:
-    if target is not None:
-      window = _bounds(config) or candidates_lib.window_around(
-          target, config.relative_window)
-      randoms = candidates_lib.random_candidates(
-          first.spec, model, context, window, config.num_random, config.seed,
-          config.max_attempts)
-      randoms += candidates_lib.own_cost_candidates(
-          first.spec, model, context, searched, window,
-          config.relative_window, config.num_random_own_cost, config.seed,
-          config.max_attempts)
-    elif config.num_random:
-      raise EvaluationError('the searches have no cost model and target, '
-                            'so there is no cost window for random '
-                            'architectures; use --num_random=0')
-  except candidates_lib.CandidateError as e:
-    raise EvaluationError(str(e)) from None
+  window, randoms = _randoms(config, first, searched, model, context, target)
   return Plan(
       search_space=first.config.search_space,
       cost_model=first.config.cost_model, unit=model.unit if model else '',
