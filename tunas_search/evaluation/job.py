@@ -17,6 +17,7 @@ import dataclasses
 import json
 import os
 import time
+import uuid
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import logging
@@ -42,12 +43,19 @@ gfile = tf.io.gfile
 KEEP_CHECKPOINTS = 2
 
 
+def temporary_name(path: str) -> str:
+  """A name next to `path` that no other process writes (two machines may
+  report at once)."""
+  return f'{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}'
+
+
 def write_atomically(path: str, text: str) -> None:
   """Writes `path` through a temporary file: whole or unchanged."""
   gfile.makedirs(os.path.dirname(path))
-  with gfile.GFile(path + '.tmp', 'w') as f:
+  temporary = temporary_name(path)
+  with gfile.GFile(temporary, 'w') as f:
     f.write(text)
-  gfile.rename(path + '.tmp', path, overwrite=True)
+  gfile.rename(temporary, path, overwrite=True)
 
 
 def read_json(path: str) -> Optional[Any]:
@@ -312,6 +320,6 @@ def write_report(config: EvaluationConfig, plan: Plan) -> Dict[str, Any]:
                    json.dumps(built, indent=1, sort_keys=True))
   write_atomically(os.path.join(config.output_dir, report.TEXT_FILENAME),
                    text + '\n')
-  report.plot(os.path.join(config.output_dir, report.FIGURE_FILENAME),
-              built)
+  figure = os.path.join(config.output_dir, report.FIGURE_FILENAME)
+  report.plot(figure, built, temporary_name(figure))
   return built

@@ -322,9 +322,11 @@ def format_text(built: Dict[str, Any]) -> str:
                    + [''] + _correlation_lines(built))
 
 
-def plot(path: str, built: Dict[str, Any]) -> bool:
-  """Draws the figure to `path` (PNG); False, drawing nothing, without
-  matplotlib (the `plot` extra)."""
+def plot(path: str, built: Dict[str, Any],
+         temporary: Optional[str] = None) -> bool:
+  """Draws the figure to `path` (PNG) through `temporary` (default
+  `path.tmp`); False, drawing nothing, without matplotlib (the `plot`
+  extra)."""
   try:
     import matplotlib  # pylint: disable=g-import-not-at-top
     matplotlib.use('Agg')
@@ -341,8 +343,9 @@ def plot(path: str, built: Dict[str, Any]) -> bool:
     drawn = os.path.join(local, FIGURE_FILENAME)
     figure.savefig(drawn, dpi=90)
     plt.close(figure)
-    tf.io.gfile.copy(drawn, path + '.tmp', overwrite=True)
-  tf.io.gfile.rename(path + '.tmp', path, overwrite=True)
+    temporary = temporary or path + '.tmp'
+    tf.io.gfile.copy(drawn, temporary, overwrite=True)
+  tf.io.gfile.rename(temporary, path, overwrite=True)
   return True
 
 
