@@ -36,7 +36,7 @@ VERMIN := $(VENV)/bin/vermin --no-tips --violations --eval-annotations \
 	--backport dataclasses -t=3.9-
 
 test: venv
-	$(VERMIN) tunas_search search_spaces bin bench tests
+	$(VERMIN) tunas_search search_spaces bin bench tools tests
 	$(PY) -m pytest -q -m 'not slow' tests
 
 test-all: venv

@@ -64,27 +64,26 @@ Keys:
   The run's settings: benchmark ('search_step'), search_space, image_size,
     train_batch_size, validation_batch_size, architecture (the pinned
     architecture string), sides (what was built and timed),
-    controller_placement and controller_on_host (what it resolved to),
-    control_ops_on_host (--control_ops_on_host).
+    controller_placement and controller_on_host (what it resolved to).
   trace (with --trace_dir DIR): per timed key, the summary of one run of it
     with a software trace (bench/trace_summary.py's keys: where the step's
     time went, its critical path), its RunMetadata written to
     DIR/<key>.run_metadata.pb.gz; tracing slows ops, so a trace's step_ms
     reads above the timed one.
 
-Every session is configured as the search's (`tpu.session_config` with
+Every session is configured as the search's (`estimators.session_config` with
 `search_graph`; the overhead and supernet-update sides too) or, for the
-stand-alone parts, as stand-alone training's. Before 2026-11-27 all ran
-TensorFlow's default config, whose remapper and memory optimiser the
-search's config turned off on a CPU.
+stand-alone parts, as stand-alone training's.
 
 --sides limits the run to some sides (all by default); a ratio is printed
 only when every part of it was timed. `--sides=search,parts` builds two
 graphs instead of seven and skips the new architectures, so that an A/B of
-two versions of the code on one machine (bench/gpu/checks.sh's bench_ab)
-fits a short lease. With TUNAS_BENCH_CODE=DIR in the environment, the
-library and search spaces come from the checkout DIR, not this one (the
-script's calls into them are the same since 2026-11-26).
+two versions of the code on one machine (bench/ab.py, or
+tools/gpu_offline/checks.sh's bench_ab) fits a short lease. With
+TUNAS_BENCH_CODE=DIR in the environment, the library and search spaces come
+from the checkout DIR, not this one; it must take a step plan
+(`search.make_model_fn(config, plan, spec)`), else use bench/ab.py, which
+runs each version's own copy of this script.
 """
 
 import argparse
@@ -120,8 +119,11 @@ from tunas_search import rewards
 from tunas_search import schema
 from tunas_search import search
 from tunas_search import supernet
-from tunas_search import tpu
 from tunas_search.config import ConfigError, SearchConfig
+from tunas_search.config import plan as plan_lib
+from tunas_search.runtime import estimators
+from tunas_search.runtime import host_call
+from tunas_search.runtime import placement
 import trace_summary
 
 tf1 = tf.compat.v1
@@ -131,19 +133,22 @@ _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
 def _config(args, model_dir: str, widths: str,
             unused_weight_steps: str = 'auto') -> SearchConfig:
   space = search_spaces.get(args.search_space)
-  # Only given when named: an older checkout (TUNAS_BENCH_CODE) lacks it.
-  placement = ({'controller_placement': args.controller_placement}
-               if args.controller_placement else {})
+  placed = ({'controller_placement': args.controller_placement}
+            if args.controller_placement else {})
   return SearchConfig(
       supernet_widths=widths, unused_weight_steps=unused_weight_steps,
-      **placement,
+      **placed,
       search_space=args.search_space, model_dir=model_dir, num_classes=10,
       num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size,
       max_steps=1000, rl_delay_steps_fraction=1.0,
       increase_ops_warmup_steps_fraction=0.0,
       increase_filters_warmup_steps_fraction=0.0,
-      cost_model_space=space.pixel1_model,
+      # The space's own cost model (MAdds where Pixel-1 does not apply); an
+      # older checkout (TUNAS_BENCH_CODE) has no cost_model_space.
+      cost_model=space.cost_model,
+      cost_model_space=(space.pixel1_model
+                        or getattr(space, 'cost_model_space', None)),
       rl_cost_model_target=space.default_cost_target,
       tpu_iterations_per_loop=1000000)
 
@@ -161,7 +166,7 @@ def _batch(config: SearchConfig, rng):
 
 def _session(graph: tf.Graph, search_graph: bool = True) -> tf1.Session:
   """A session configured as a search's (or stand-alone training's) is."""
-  return tf1.Session(graph=graph, config=tpu.session_config(
+  return tf1.Session(graph=graph, config=estimators.session_config(
       has_gpu=bool(tf.config.list_physical_devices('GPU')),
       search_graph=search_graph))
 
@@ -212,9 +217,9 @@ def _validation_after_update():
   """
   original = search._validation_accuracy  # pylint: disable=protected-access
 
-  def serialised(config, masked_spec, batch, after, snapshots):
+  def serialised(config, plan, masked_spec, batch, after, snapshots):
     with tf.control_dependencies([after]):
-      return original(config, masked_spec, batch, after, snapshots)
+      return original(config, plan, masked_spec, batch, after, snapshots)
   search._validation_accuracy = serialised  # pylint: disable=protected-access
   try:
     yield
@@ -222,17 +227,20 @@ def _validation_after_update():
     search._validation_accuracy = original  # pylint: disable=protected-access
 
 
-def search_step(config, spec, indices, rng, overlap: bool = True,
-                control_ops_on_host: bool = False):
+def _plan(config):
+  """The plan a search on this machine resolves `config` to."""
+  return plan_lib.resolve(config, plan_lib.Environment(
+      has_gpu=bool(tf.config.list_physical_devices('GPU'))))
+
+
+def search_step(config, spec, indices, rng, overlap: bool = True):
   """Session and train op of the real model_fn, pinned to `indices`."""
   graph = tf.Graph()
   with graph.as_default(), (contextlib.nullcontext() if overlap
                             else _validation_after_update()):
     tf1.set_random_seed(0)
     features, labels = _batch(config, rng)
-    # Only given when set: an older checkout (TUNAS_BENCH_CODE) lacks it.
-    model_fn = search.make_model_fn(config, spec, **(
-        {'control_ops_on_host': True} if control_ops_on_host else {}))
+    model_fn = search.make_model_fn(config, _plan(config), spec)
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
     pin = _pin_controller(schema.decisions(spec), indices)
@@ -247,8 +255,8 @@ def overhead_only(config, spec, rng):
   summary packing, without the network."""
   graph = tf.Graph()
   # Placed as in the search step (`controller_placement`).
-  place = getattr(search, 'host_scope', lambda _: contextlib.nullcontext())
-  with graph.as_default(), place(config):
+  with graph.as_default(), placement.host_scope(
+      _plan(config).controller_on_host):
     decisions = schema.decisions(spec)
     step = tf1.train.get_or_create_global_step()
     groups = controller.create_logits(decisions)
@@ -272,7 +280,7 @@ def overhead_only(config, spec, rng):
         global_step=step)
     scalars = search.logit_summaries(decisions, logits)
     scalars.update({'reward': terms.reward, 'cost': cost})
-    _, packed = tpu.pack_summaries(scalars)
+    _, packed = host_call.pack_summaries(scalars)
     session = _session(graph)
     session.run(tf1.global_variables_initializer())
   return session, [train, packed]
@@ -347,9 +355,10 @@ def parts(config, spec, indices, rng, widest: bool):
   graph = tf.Graph()
   with graph.as_default():
     features, labels = _batch(config, rng)
+    # Trained as the search trains the supernet: batch statistics.
+    form = supernet.forms.standalone(is_training=True, batch_norm_mode='batch')
     logits = supernet.build_network(
-        fixed, features['train_images'], config.num_classes, is_training=True,
-        batch_norm_mode='batch')
+        fixed, features['train_images'], config.num_classes, form)
     loss = tf1.losses.softmax_cross_entropy(
         tf.one_hot(labels['train_labels'], config.num_classes), logits,
         label_smoothing=config.label_smoothing)
@@ -357,8 +366,7 @@ def parts(config, spec, indices, rng, widest: bool):
     train = tf1.train.RMSPropOptimizer(0.01, decay=0.9, momentum=0.9,
                                        epsilon=1.0).minimize(loss)
     inference = supernet.build_network(
-        fixed, features['validation_images'], config.num_classes,
-        is_training=True, batch_norm_mode='batch')
+        fixed, features['validation_images'], config.num_classes, form)
     session = _session(graph, search_graph=False)
     session.run(tf1.global_variables_initializer())
   return session, train, inference
@@ -448,11 +456,6 @@ def main():
                       'host or default; its default when not given): where '
                       'the search and overhead sides run the controller, '
                       'cost model, reward and summaries')
-  parser.add_argument('--control_ops_on_host', action='store_true',
-                      help='search sides: where the controller runs on the '
-                      'host, place the network\'s mask-derived control '
-                      'values and the deferred update\'s step counts there '
-                      'too (search.make_model_fn\'s experiment)')
   parser.add_argument('--trace_dir', default='',
                       help='after timing, run each timed side once traced: '
                       'its RunMetadata goes to DIR/<key>.run_metadata.pb.gz '
@@ -475,33 +478,24 @@ def main():
     masked_config = _config(args, model_dir, 'masked')
   except ConfigError as e:
     parser.error(str(e))
-  has_gpu = bool(tf.config.list_physical_devices('GPU'))
-  if args.control_ops_on_host and not (
-      hasattr(sampled_config, 'controller_on_host')
-      and sampled_config.controller_on_host(has_gpu)):
-    parser.error('--control_ops_on_host needs the controller on the host: '
-                 '--controller_placement=host, or auto beside a GPU')
   rng = np.random.default_rng(0)
   space = search_spaces.get(args.search_space)
   spec = space.spec()
   indices = list(architecture.random_indices(
       spec, np.random.default_rng(args.arch_seed)))
   # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
-  assert sampled_config.defers_unused_weight_steps
+  assert _plan(sampled_config).shared_update == plan_lib.DEFERRED
   fetches = {}
-  pin = {'control_ops_on_host': args.control_ops_on_host}
   if 'search' in sides:
-    fetches['search'] = search_step(sampled_config, spec, indices, rng, **pin)
+    fetches['search'] = search_step(sampled_config, spec, indices, rng)
   if 'masked' in sides:
-    fetches['search_masked'] = search_step(masked_config, spec, indices, rng,
-                                           **pin)
+    fetches['search_masked'] = search_step(masked_config, spec, indices, rng)
   if 'every_step' in sides:
     fetches['search_every_step'] = search_step(
-        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng,
-        **pin)
+        _config(args, model_dir, 'sampled', 'every_step'), spec, indices, rng)
   if 'serialised' in sides:
     fetches['search_serialised'] = search_step(sampled_config, spec, indices,
-                                               rng, overlap=False, **pin)
+                                               rng, overlap=False)
   for side, widest in (('parts', False), ('widest', True)):
     if side in sides:
       session, train, inference = parts(sampled_config, spec, indices, rng,
@@ -542,10 +536,8 @@ def main():
       'validation_batch_size': config.validation_batch_size,
       'architecture': architecture.format_indices(indices),
       'sides': sides,
-      'controller_placement': getattr(config, 'controller_placement', None),
-      'control_ops_on_host': args.control_ops_on_host,
-      'controller_on_host': (config.controller_on_host(has_gpu) if hasattr(
-          config, 'controller_on_host') else False),
+      'controller_placement': config.controller_placement,
+      'controller_on_host': _plan(config).controller_on_host,
       'code': CODE,
       **{f'{k}_ms': round(v, 2) for k, v in ms.items()},
       **ratios(ms),

@@ -38,11 +38,11 @@ sys.path.insert(0, ROOT)
 
 import search_spaces  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-# Log lines that mark each phase's end (runner.py and tpu.py).
+# Log lines that mark each phase's end (runner.py and runtime/progress.py).
 MILESTONES = (('setup', 'Building the search graph'),
               ('graph', 'Saved checkpoint at step 0'),
               ('first_step', 'first step done'))
-# tpu.ProgressHook's first-step line.
+# progress.ProgressHook's first-step line.
 GRAPH_OPS = re.compile(r'a graph of (\d+) ops')
 DEFAULT_SPACES = ('proxylessnas_search', 'mobilenet_v3_like_search')
 

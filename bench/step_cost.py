@@ -28,8 +28,8 @@ deferred (`unused_weight_steps=auto`, docs/method.md section 6), their
 gradients dead, not zero, as in the search; `_every_step` towers update
 every weight every step, as TuNAS. Every supernet step also checks that its
 loss and gradients are finite and waits at the gradient-sync barrier, as the
-search's step does by default (before 2026-11-26's last round the towers
-skipped both; stand-alone steps skip them, as stand-alone training does).
+search's step does by default (stand-alone steps skip them, as stand-alone
+training does).
 
 Keys (times in ms per step, each config's fastest round):
   * the ratios above;
@@ -62,26 +62,18 @@ Keys (times in ms per step, each config's fastest round):
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds, tower_rounds, instances, op_towers_only, traced_steps.
-Every session is configured as the search's (`tpu.session_config` with
+Every session is configured as the search's (`estimators.session_config` with
 `search_graph`: the supernets and towers) or stand-alone training's is
-(the stand-alone nets). Before 2026-11-27 all ran TensorFlow's default
-config, whose memory optimiser (off in the search on a CPU) turns the
-towers' sums of group norms into accumulators. Two one-process A/Bs of the
-towers under the two configs (28x28, batch 64) read 1.113 against 1.052
-and 1.071 against 1.089: no difference beyond the spread.
+(the stand-alone nets).
 The supernets' masks are fed, as the search's sampled masks are computed:
 constant masks would let Grappler fold the conds and the growth would look
-smaller than a search's (the 7 vs 1 ratio read 1.13-1.20 with constants
-against ~1.38 fed, 28x28, batch 64).
+smaller than a search's.
 Every network is built in its own graph in this process; measurements are
 interleaved over several rounds and each config keeps its fastest round.
 Each op-choice tower is built --instances times (default 6; each in its
-own graph and session) and keeps the fastest instance: one build of the
-1-choice tower can run ~5% slower than another of the same graph, in this
-process or the next (2026-11-26, 28x28, batch 64: 21.05-22.23 ms for three
-builds in one process, 21.6-24.2 ms for single builds in five processes),
-and with one build the ratio moved with it (0.99-1.07 in those five
-processes; with three builds, 1.067 and 1.068 in two).
+own graph and session) and keeps the fastest instance: one build of a
+tower can run several percent slower than another of the same graph, in
+this process or the next, and with one build the ratio moves with it.
 `op_choices_instances_ms` lists every build's fastest round, so the spread
 is in the output.
 The two op ratios are paired by round: the towers are timed in
@@ -90,11 +82,7 @@ back (the order reversed every other round), and a round's ratio divides
 the fastest 7-choice build by the fastest 1-choice build of that round; the
 ratio is the median over rounds (`op_choices_7_vs_1_round_ratios` lists
 them). The machine's speed drifts by several percent over a run, and a
-ratio of each tower's fastest round over the whole run mixed moments: on
-2026-11-26 (28x28, batch 64, 10 rounds of three builds) it read 1.090,
-1.063 and 1.048 in three processes where the median of the rounds' ratios
-read 1.052, 1.054 and 1.044; with six builds, the median read 1.048 and
-1.052 in two processes where three of the same builds gave 1.037-1.075.
+ratio of each tower's fastest round over the whole run would mix moments.
 The `*_ms` keys stay each tower's fastest round.
 With --op_towers_only it builds and times only the four towers of the two
 op ratios (1 and 7 choices, deferred and every step) and prints those keys
@@ -126,21 +114,20 @@ if _BENCH not in sys.path:
 import search_spaces  # pylint: disable=g-import-not-at-top
 import trace_summary  # pylint: disable=g-import-not-at-top
 from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
+from tunas_search import nonfinite  # pylint: disable=g-import-not-at-top
 from tunas_search import search  # pylint: disable=g-import-not-at-top
-from tunas_search import tpu  # pylint: disable=g-import-not-at-top
-from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
+from tunas_search.runtime import estimators  # pylint: disable=g-import-not-at-top
+from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
 
 NUM_CLASSES = 10
 # The search step's finite check, zeroing of non-finite gradients and
 # gradient-sync barrier, taken from the search itself so that a supernet
 # step here is built as the search builds it.
-# pylint: disable=protected-access
-_ALL_FINITE = search._all_finite
-_FINITE_OR_ZERO = search._finite_or_zero
-_AFTER = search._after
-# pylint: enable=protected-access
+_ALL_FINITE = nonfinite.all_finite
+_FINITE_OR_ZERO = nonfinite.finite_or_zero
+_AFTER = search._after  # pylint: disable=protected-access
 # (kernel, expansion) of the op choices of the op-count benchmark.
 OP_CHOICES = ((3, 3.0), (5, 3.0), (7, 3.0), (3, 6.0), (5, 6.0), (7, 6.0),
               (5, 4.0))
@@ -202,17 +189,17 @@ class Step:
             np.eye(d.num_choices, dtype=np.float32)[i], [d.num_choices])
                  for d, i in zip(decisions, indices)]
         spec = schema.with_masks(spec, masks)
-        bn_mode = 'batch'
+        # The search's training pass (`shared_update`).
+        form = (supernet_lib.forms.deferred(width_form) if deferred
+                else supernet_lib.forms.every_step(width_form))
       else:
         spec = architecture.with_indices(spec, indices)
-        bn_mode = 'stateful'
+        form = supernet_lib.forms.standalone(is_training=True)
       rng = np.random.default_rng(0)
       images = tf.constant(rng.normal(size=(
           args.batch, args.image_size, args.image_size, 3)).astype('f4'))
       labels = tf.constant(rng.integers(NUM_CLASSES, size=args.batch))
-      logits = build_network(spec, images, NUM_CLASSES, is_training=True,
-                             batch_norm_mode=bn_mode, width_form=width_form,
-                             uses=uses)
+      logits = build_network(spec, images, NUM_CLASSES, form, uses=uses)
       stack.close()
       loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
       updates = tf.compat.v1.get_collection(
@@ -220,7 +207,7 @@ class Step:
       # The search's optimiser (docs/method.md section 6).
       optimizer = tf.compat.v1.train.RMSPropOptimizer(
           1e-3, decay=0.9, momentum=0.9, epsilon=1.0)
-      # Ungated, as the search computes them (search._shared_weight_step).
+      # Ungated, as the search computes them (search._shared_weight_step, shared_update).
       variables = tf.compat.v1.trainable_variables()
       if sampled_path_only:
         variables = [v for v in variables if _on_path(v.name, indices)]
@@ -248,7 +235,7 @@ class Step:
             gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
         if supernet:
           # The search's finite check, zeroing and gradient-sync barrier
-          # for TuNAS's every-step update (search._shared_weight_step).
+          # for TuNAS's every-step update (search._shared_weight_step, shared_update).
           finite = _ALL_FINITE(loss, grads_and_vars)
           grads_and_vars = _FINITE_OR_ZERO(grads_and_vars, finite)
           grads_and_vars = _AFTER(
@@ -267,7 +254,7 @@ class Step:
       # As the search (supernet steps) or stand-alone training configures
       # its session.
       self.session = tf.compat.v1.Session(
-          graph=self.graph, config=tpu.session_config(
+          graph=self.graph, config=estimators.session_config(
               has_gpu=bool(tf.config.list_physical_devices('GPU')),
               search_graph=supernet))
       self.session.run(tf.compat.v1.global_variables_initializer())

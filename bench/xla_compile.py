@@ -39,14 +39,13 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 def _child(args) -> dict:
   """Builds, compiles and runs one space's step; returns its timings."""
   # pylint: disable=g-import-not-at-top
-  import contextlib
   import numpy as np
   import tensorflow as tf
-  from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
   import search_spaces
   from tunas_search import search
-  from tunas_search import supernet
   from tunas_search.config import SearchConfig
+  from tunas_search.config import plan as plan_lib
+  from tunas_search.tf_internals import xla
   tf1 = tf.compat.v1
 
   space = search_spaces.get(args.search_space)
@@ -58,10 +57,10 @@ def _child(args) -> dict:
       search_space=args.search_space, model_dir='/tmp/tunas_search_bench_xla',
       num_classes=10, num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size, max_steps=1000,
-      seed=1, cost_model_space=space.pixel1_model,
+      seed=1, cost_model_space=space.pixel1_model or space.cost_model_space,
       rl_cost_model_target=space.default_cost_target,
       # The Pixel-1 model only knows whole spaces; MAdds fits any prefix.
-      **({'cost_model': 'madds'} if args.max_blocks else {}))
+      cost_model='madds' if args.max_blocks else space.cost_model)
   rng = np.random.default_rng(0)
   size, b, v = (args.image_size, config.train_batch_size,
                 config.validation_batch_size)
@@ -75,7 +74,13 @@ def _child(args) -> dict:
         tf.constant(rng.normal(size=(v, size, size, 3)), tf.float32),
         tf.constant(rng.integers(0, 10, b), tf.int32),
         tf.constant(rng.integers(0, 10, v), tf.int32)]
-    model_fn = search.make_model_fn(config, spec)
+    # The step XLA compiles (masked widths, every weight stepped every
+    # step); v1 builds it with TensorFlow's Switch/Merge conds instead of
+    # functional ones.
+    plan = plan_lib.resolve(config, plan_lib.Environment(xla=True))
+    if args.conds == 'v1':
+      plan = dataclasses.replace(plan, xla=False)
+    model_fn = search.make_model_fn(config, plan, spec)
 
     def computation(train_images, validation_images, train_labels,
                     validation_labels):
@@ -88,9 +93,7 @@ def _child(args) -> dict:
         return tf.identity(est.loss)
 
     start = time.perf_counter()
-    with (supernet.building_for_xla() if args.conds == 'v2'
-          else contextlib.nullcontext()):
-      loss = xla.compile(computation, inputs)
+    loss = xla.compile(computation, inputs)
     init = tf1.global_variables_initializer()
     build = time.perf_counter() - start
     num_ops = len(graph.get_operations())
@@ -140,8 +143,8 @@ def main():
   parser.add_argument('--image_size', type=int, default=32)
   parser.add_argument('--batch_size', type=int, default=2)
   parser.add_argument('--conds', choices=('v1', 'v2'), default='v2',
-                      help='v2: build_network(for_xla=True); v1: the default '
-                      'Switch/Merge conds')
+                      help='v2: the XLA build (functional conds); v1: '
+                      'Switch/Merge conds (the graph build\'s), masked widths')
   parser.add_argument('--max_blocks', type=int, default=0,
                       help='keep only the first N blocks (and the head)')
   parser.add_argument('--plain_llvm', action='store_true',

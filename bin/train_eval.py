@@ -198,13 +198,18 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   except data.DataError as e:
     raise cli.UsageError(str(e)) from None
   # Import TensorFlow-heavy modules only once the flags are known to be good.
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tunas_search import model_dir as model_dir_lib
+  from tunas_search import train_eval
+  # pylint: enable=g-import-not-at-top
   try:
     with resolve.reading_images(config.dataset):
       result = train_eval.run(config, spec,
                               resume_from=flag_values.resume_from)
   except (ConfigError, train_eval.WarmStartError) as e:
     raise cli.UsageError(str(e)) from None
+  except model_dir_lib.DiskFullError as e:
+    cli.fail(str(e), exit_code=cli.FAILURE_EXIT_CODE)
   if result is None:
     print(f'Trained to step {config.total_steps} in {config.model_dir}')
   elif flag_values.format == 'json':

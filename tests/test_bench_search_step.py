@@ -80,10 +80,6 @@ def test_an_unusable_trace_dir_is_refused_before_building(tmp_path):
 @pytest.mark.parametrize('flags, message', [
     (['--controller_placement=gpu'], "unknown controller_placement 'gpu'; "
      'valid choices: auto, host, default'),
-    # On CI's CPU `auto` leaves the controller where the network is.
-    (['--control_ops_on_host', '--controller_placement=default'],
-     '--control_ops_on_host needs the controller on the host: '
-     '--controller_placement=host, or auto beside a GPU'),
 ])
 def test_bad_placement_flags_are_refused_in_one_line(flags, message):
   result = subprocess.run(

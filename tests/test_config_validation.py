@@ -42,9 +42,9 @@ def _tpu(replicas, **overrides):
     # Off TPU a search mirrors over local devices; the batch must divide.
     (dict(num_replicas=3), 'train_batch_size 32 is not divisible by the 3 '
      'replicas; use a multiple of 3'),
-    (dict(image_size=27), 'image_size 27 is outside the valid range 28..224'),
-    (dict(image_size=225),
-     'image_size 225 is outside the valid range 28..224'),
+    (dict(image_size=27), 'image_size 27 is outside the valid range 28..512'),
+    (dict(image_size=513),
+     'image_size 513 is outside the valid range 28..512'),
     (dict(num_classes=1), 'num_classes must be > 1, got 1'),
     (dict(max_steps=0), 'max_steps must be positive, got 0'),
     (dict(epochs=0.0), 'epochs and the training split size must be positive '
@@ -201,16 +201,6 @@ def test_check_raises_only_on_false():
     config_lib.check(False, 'the message')
 
 
-@pytest.mark.parametrize('overrides, form', [
-    (dict(), 'sampled'),
-    (_tpu(8), 'masked'),
-    (dict(supernet_widths='masked'), 'masked'),
-    (_tpu(8, supernet_widths='masked'), 'masked'),
-])
-def test_auto_widths_are_masked_only_on_tpu(overrides, form):
-  assert _config(**overrides).width_form == form
-
-
 def test_several_replicas_off_tpu_need_a_mirrored_job():
   # validate_training's default: a job that cannot mirror (train_eval).
   with pytest.raises(ConfigError, match=re.escape(
@@ -218,17 +208,3 @@ def test_several_replicas_off_tpu_need_a_mirrored_job():
     config_lib.validate_training(_config(num_replicas=2))
   config_lib.validate_training(_config(**_tpu(2)))
   config_lib.validate_training(_config(num_replicas=2), mirrored=True)
-
-
-@pytest.mark.parametrize('overrides, has_gpu, on_host', [
-    (dict(), True, True),  # auto: one replica on a GPU.
-    (dict(), False, False),  # auto on a CPU: nothing to move.
-    (dict(num_replicas=2), True, False),
-    (dict(multi_worker=True), True, False),
-    (_tpu(8, supernet_widths='masked'), True, False),
-    (dict(controller_placement='host'), False, True),
-    (dict(controller_placement='default'), True, False),
-])
-def test_auto_places_the_controller_on_the_host_only_beside_one_gpu(
-    overrides, has_gpu, on_host):
-  assert _config(**overrides).controller_on_host(has_gpu) is on_host

@@ -207,3 +207,21 @@ def test_checkpoint_lacking_a_variable_names_it(first_export, tmp_path):
       'it was written by another tunas_search version or graph; export it '
       'with that version')
   assert not os.path.exists(tmp_path / 'export')
+
+
+def test_an_unfinished_save_is_not_exported(tmp_path):
+  # A train_eval run killed while saving step 8: the export takes the
+  # recorded checkpoint (7), and refuses the unfinished one by name.
+  from tests import killed_saves  # pylint: disable=g-import-not-at-top
+  run_dir = str(tmp_path / 'run')
+  test_export.write_run(run_dir)
+  killed_saves.kill_save(run_dir, 'empty_index', 'model.ckpt-7', 8)
+  assert export.export_run(run_dir, str(tmp_path / 'out'),
+                           tflite=False).global_step == 7
+  unfinished = os.path.join(run_dir, 'model.ckpt-8')
+  with pytest.raises(export.ExportError) as error:
+    export.export_run(run_dir, str(tmp_path / 'other'), checkpoint=unfinished)
+  assert str(error.value) == (
+      f'{unfinished} is not a checkpoint (no model.ckpt-8.index, or its save '
+      f'did not finish); checkpoints of {run_dir}: model.ckpt-7')
+  assert not os.path.exists(tmp_path / 'other')

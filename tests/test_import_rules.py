@@ -3,7 +3,12 @@
 The table ("Modules and what they may import") is the one statement of the
 rules: this test parses it, parses the imports of every module under
 tunas_search/, search_spaces/ and bin/ (ast, nothing is imported), and fails
-naming the module, the line and the import that breaks a rule.
+naming the module, the line and the import that breaks a rule. It also keeps
+TensorFlow's internals behind one door (docs/DESIGN.md, "TensorFlow
+internals"): outside tunas_search/tf_internals/, no module imports a private
+TensorFlow module or overrides a gradient (bench/ and tools/ included), and
+no library module or CLI uses a protected member of an object other than
+itself or a project module.
 """
 
 import ast
@@ -170,7 +175,8 @@ def violations(relpath: str, source: str,
         out.append(f'{where}: docs/DESIGN.md lets `{rule.row}` import only '
                    f'{listed}')
     if _is_absl_flags(imp.module) and unit != 'bin':
-      out.append(f'{where}: flags live in bin/ only (STYLE.md principle 1)')
+      out.append(f'{where}: flags live in bin/ only (docs/DESIGN.md, '
+                 '"Layers of the code")')
     if _is_tensorflow(imp.module):
       if rule.tensorflow == 'no':
         out.append(f'{where}: docs/DESIGN.md says `{rule.row}` never loads '
@@ -181,8 +187,81 @@ def violations(relpath: str, source: str,
   return out
 
 
-def _module_paths() -> Iterator[str]:
-  for package in PACKAGES:
+# The one package that may use TensorFlow's internals.
+INTERNALS = 'tunas_search/tf_internals/'
+# Top-level folders whose scripts may not use them either.
+SCRIPT_DIRS = ('bench', 'tools')
+GRADIENT_OVERRIDES = ('RegisterGradient', 'gradient_override_map')
+# Underscore names that are public API: namedtuple's methods and fields.
+PUBLIC_UNDERSCORED = frozenset({'_replace', '_asdict', '_fields', '_make',
+                                '_field_defaults'})
+# Known exceptions, by (module, member), each with the reason it stays.
+KNOWN_PROTECTED = frozenset()
+_DOOR = ('live in tunas_search/tf_internals/ only (docs/DESIGN.md, '
+         '"TensorFlow internals")')
+
+
+def _is_private_tensorflow(module: str) -> bool:
+  """`tensorflow.python...`, `tensorflow.core...`: not `tf` or `tf.compat`."""
+  parts = module.split('.')
+  return (parts[0] == 'tensorflow' and len(parts) > 1
+          and parts[1] != 'compat')
+
+
+def _project_names(tree: ast.AST) -> FrozenSet[str]:
+  """Local names bound to project modules or their contents by imports."""
+  names = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names.update((a.asname or a.name).split('.')[0] for a in node.names
+                   if unit_of(a.name) is not None)
+    elif isinstance(node, ast.ImportFrom) and (
+        node.level or unit_of(node.module or '') is not None):
+      names.update(a.asname or a.name for a in node.names)
+  return frozenset(names)
+
+
+def _protected_use(node: ast.AST, exempt: FrozenSet[str]) -> Optional[str]:
+  """`x._member` as written, if `x` is not self, cls or an `exempt` name."""
+  if not (isinstance(node, ast.Attribute) and node.attr.startswith('_')
+          and not node.attr.startswith('__')
+          and node.attr not in PUBLIC_UNDERSCORED):
+    return None
+  owner = node.value
+  if isinstance(owner, ast.Name) and owner.id in {'self', 'cls'} | exempt:
+    return None
+  return ast.unparse(node)
+
+
+def internals_violations(relpath: str, source: str) -> List[str]:
+  """Uses of TensorFlow's internals outside their package, one line each.
+
+  Private TensorFlow imports and gradient overrides count everywhere;
+  protected members only in the packages of the module table.
+  """
+  if relpath.startswith(INTERNALS):
+    return []
+  tree = ast.parse(source, relpath)
+  out = [f'{relpath}:{imp.line} imports {imp.module}: TensorFlow\'s private '
+         f'modules {_DOOR}' for imp in imports_of(relpath, source)
+         if _is_private_tensorflow(imp.module)]
+  exempt = _project_names(tree)
+  library = relpath.split('/')[0] in PACKAGES
+  for node in ast.walk(tree):
+    name = (node.attr if isinstance(node, ast.Attribute) else
+            node.id if isinstance(node, ast.Name) else None)
+    if name in GRADIENT_OVERRIDES:
+      out.append(f'{relpath}:{node.lineno} uses {name}: gradient overrides '
+                 f'{_DOOR}')
+    used = _protected_use(node, exempt) if library else None
+    if used and (relpath, node.attr) not in KNOWN_PROTECTED:
+      out.append(f'{relpath}:{node.lineno} uses {used}: protected members of '
+                 f'TensorFlow\'s objects {_DOOR}')
+  return out
+
+
+def _module_paths(packages=PACKAGES) -> Iterator[str]:
+  for package in packages:
     for directory, subdirs, files in os.walk(os.path.join(ROOT, package)):
       subdirs[:] = sorted(d for d in subdirs if not d.startswith(('.', '_')))
       for name in sorted(files):
@@ -192,12 +271,22 @@ def _module_paths() -> Iterator[str]:
 
 RULES = read_rules()
 MODULES = list(_module_paths())
+SCRIPTS = list(_module_paths(SCRIPT_DIRS))
 
 
 @pytest.mark.parametrize('relpath', MODULES)
 def test_module_follows_the_design_table(relpath):
   with open(os.path.join(ROOT, relpath)) as f:
-    problems = violations(relpath, f.read(), RULES)
+    source = f.read()
+  problems = (violations(relpath, source, RULES)
+              + internals_violations(relpath, source))
+  assert not problems, '\n'.join(problems)
+
+
+@pytest.mark.parametrize('relpath', SCRIPTS)
+def test_scripts_keep_tensorflow_internals_behind_the_door(relpath):
+  with open(os.path.join(ROOT, relpath)) as f:
+    problems = internals_violations(relpath, f.read())
   assert not problems, '\n'.join(problems)
 
 
@@ -239,9 +328,10 @@ def test_the_spec_layer_never_loads_tensorflow(unit):
     ('tunas_search/schema.py', 'import tensorflow as tf\n',
      'tunas_search/schema.py:1 imports tensorflow: docs/DESIGN.md says '
      '`schema.py` never loads TensorFlow'),
-    ('tunas_search/config.py', 'def f():\n  import tensorflow\n'
+    ('tunas_search/config/fields.py', 'def f():\n  import tensorflow\n'
      'import tensorflow.compat.v1\n',
-     'tunas_search/config.py:3 imports tensorflow.compat.v1 at module level'),
+     'tunas_search/config/fields.py:3 imports tensorflow.compat.v1 at module '
+     'level'),
     ('tunas_search/search.py', 'from absl import flags\n',
      'tunas_search/search.py:1 imports absl.flags: flags live in bin/ only'),
     ('tunas_search/supernet/ops.py', 'import search_spaces\n',
@@ -260,7 +350,7 @@ def test_checker_reports_the_module_and_the_import(relpath, source, expected):
 
 
 @pytest.mark.parametrize('relpath, source', [
-    ('tunas_search/config.py', 'def f():\n  import tensorflow as tf\n'),
+    ('tunas_search/config/fields.py', 'def f():\n  import tensorflow as tf\n'),
     ('tunas_search/cost_models/__init__.py',
      'from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n'
      '  from tunas_search.config import SearchConfig\n'),
@@ -271,3 +361,55 @@ def test_checker_reports_the_module_and_the_import(relpath, source, expected):
 ])
 def test_checker_accepts_what_the_table_allows(relpath, source):
   assert violations(relpath, source, RULES) == []
+
+
+# The door itself, on made-up modules: each rule bites outside it.
+@pytest.mark.parametrize('relpath, source, expected', [
+    ('tunas_search/search.py',
+     'from tensorflow.python.ops import control_flow_grad\n',
+     'tunas_search/search.py:1 imports '
+     'tensorflow.python.ops.control_flow_grad: TensorFlow\'s private '
+     'modules live in tunas_search/tf_internals/ only'),
+    ('tunas_search/runtime/estimators.py',
+     'def f():\n  from tensorflow.core.protobuf import rewriter_config_pb2\n',
+     'tunas_search/runtime/estimators.py:2 imports '
+     'tensorflow.core.protobuf.rewriter_config_pb2: TensorFlow\'s private'),
+    ('bench/x.py', 'import tensorflow.python.compiler.xla\n',
+     'bench/x.py:1 imports tensorflow.python.compiler.xla: '),
+    ('tunas_search/supernet/widths.py',
+     'import tensorflow as tf\n@tf.RegisterGradient("X")\n'
+     'def g(op, grad):\n  return grad\n',
+     'tunas_search/supernet/widths.py:2 uses RegisterGradient: gradient '
+     'overrides live in tunas_search/tf_internals/ only'),
+    ('tools/x.py', 'def f(g):\n  with g.gradient_override_map({}):\n'
+     '    pass\n', 'tools/x.py:2 uses gradient_override_map: '),
+    ('tunas_search/supernet/ops.py', 'def f(op):\n  op._set_device("x")\n',
+     'tunas_search/supernet/ops.py:2 uses op._set_device: protected members '
+     'of TensorFlow\'s objects live in tunas_search/tf_internals/ only'),
+    ('bin/x.py', 'def f(saver):\n  saver._set_steps_per_run(3)\n',
+     'bin/x.py:2 uses saver._set_steps_per_run: protected members'),
+    ('tunas_search/runner.py', 'def f():\n  return super()._save()\n',
+     'tunas_search/runner.py:2 uses super()._save: protected members'),
+])
+def test_the_door_bites_outside_tf_internals(relpath, source, expected):
+  problems = internals_violations(relpath, source)
+  assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+@pytest.mark.parametrize('relpath, source', [
+    ('tunas_search/tf_internals/graph.py',
+     'from tensorflow.python.framework import function\n'
+     'def f(op, g):\n  op._add_control_input(g)\n'
+     '  with g.gradient_override_map({}):\n    pass\n'),
+    ('tunas_search/x.py', 'class A:\n  def f(self):\n    return self._x\n'
+     '  @classmethod\n  def g(cls):\n    return cls._y\n'),
+    ('tunas_search/summaries.py',
+     'from tunas_search import architecture\narchitecture._layer_token(1)\n'),
+    ('bin/x.py', 'from . import cli\ncli._helper()\n'),
+    ('tunas_search/x.py', 'import tensorflow.compat.v1 as tf1\n'
+     'def f(t):\n  return t._replace(a=1)._asdict()\n'),
+    # Tests may use internals: only the project's own code is held to it.
+    ('bench/x.py', 'def f(search):\n  return search._all_finite\n'),
+])
+def test_the_door_allows_what_it_should(relpath, source):
+  assert internals_violations(relpath, source) == []

@@ -1,4 +1,4 @@
-"""tpu.mirrored_strategy: several devices average shared-weight gradients.
+"""estimators.mirrored_strategy: devices average shared-weight gradients.
 
 Run in a fresh process: the logical CPU devices must exist before
 TensorFlow starts.
@@ -16,7 +16,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SCRIPT = '''
 import sys
 import tensorflow as tf
-from tunas_search import tpu
+from tunas_search.runtime import estimators
 tf1 = tf.compat.v1
 
 def input_fn(params):
@@ -38,12 +38,13 @@ def model_fn(features, labels, mode, params):
         mode, loss=loss, train_op=step.assign_add(1))
 
 model_dir, replicas = sys.argv[1], int(sys.argv[2])
-mirrored = tpu.mirrored_strategy(replicas) if replicas > 1 else None
-config = tpu.make_run_config(model_dir, False, 1, 1, 1, 1, mirrored=mirrored)
+mirrored = estimators.mirrored_strategy(replicas) if replicas > 1 else None
+config = estimators.make_run_config(model_dir, False, 1, 1, 1, 1,
+                                    mirrored=mirrored)
 tf1.estimator.tpu.TPUEstimator(
     model_fn=model_fn, config=config, use_tpu=False,
     train_batch_size=2 * replicas).train(
-        tpu.per_replica_input_fn(input_fn, replicas), max_steps=1)
+        estimators.per_replica_input_fn(input_fn, replicas), max_steps=1)
 reader = tf.train.load_checkpoint(model_dir)
 print(repr(reader.get_tensor('w').tolist()))
 '''

@@ -4,6 +4,7 @@ Faults are injected deterministically: files are truncated, deleted or
 overwritten, and a lock holder is a subprocess killed with SIGKILL.
 """
 
+import glob
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tunas_search import checkpoints
 from tunas_search import model_dir as model_dir_lib
 from tunas_search.model_dir import ModelDirError
 
@@ -223,11 +225,13 @@ def test_resume_from_makes_an_older_checkpoint_the_latest(tmp_path):
       directory, 2)
   model_dir_lib.check(directory)
   assert tf.train.latest_checkpoint(directory) == _prefix(directory, 2)
+  # Unrecorded now and unreadable, the damaged checkpoint 3 is no
+  # checkpoint any more: like an unfinished save, the next run removes it.
   with pytest.raises(ModelDirError, match='not a checkpoint of .*'
-                     'checkpoints: model.ckpt-1, model.ckpt-2, model.ckpt-3'):
+                     'checkpoints: model.ckpt-1, model.ckpt-2$'):
     model_dir_lib.resume_from(directory, 'model.ckpt-7')
-  with pytest.raises(ModelDirError, match='cannot be read'):
-    model_dir_lib.resume_from(directory, _prefix(directory, 3))
+  assert model_dir_lib.unfinished_saves(directory) == sorted(
+      glob.glob(_prefix(directory, 3) + '.*'))
 
 
 def test_damage_can_require_finite_values(tmp_path):
@@ -246,13 +250,13 @@ def test_stale_temp_dirs_are_removed(tmp_path):
   stale.write_text('x')
   keep = tmp_path / 'eval'
   keep.mkdir()
-  removed = model_dir_lib.remove_stale_temp_dirs(str(tmp_path))
+  removed = model_dir_lib.remove_unfinished_saves(str(tmp_path))
   assert removed == [str(tmp_path / 'model.ckpt-5_temp')]
   assert sorted(os.listdir(tmp_path)) == ['eval']
 
 
 def test_checkpoint_names_are_joined_for_local_and_remote_dirs():
-  join = model_dir_lib._join  # pylint: disable=protected-access
+  join = checkpoints.join
   assert join('/tmp/run/', 'model.ckpt-4') == '/tmp/run/model.ckpt-4'
   assert join('runs/a', 'model.ckpt-4') == 'runs/a/model.ckpt-4'
   assert join('/tmp/run', '/tmp/run/model.ckpt-4') == '/tmp/run/model.ckpt-4'
@@ -275,3 +279,67 @@ def test_missing_variable_error_names_the_variable_or_is_none():
       'do this')
   other = tf.errors.NotFoundError(None, None, '/data/x.tfrecord not found')
   assert model_dir_lib.missing_variable_error(other, '/run/x') is None
+
+
+# What TensorFlow raises when a disk is full (messages as TF 2.15 gives them
+# on a full tmpfs): the Saver's session run, the events writer's thread, the
+# in-graph summary writer, and Python's own writes.
+_SAVE = ('Graph execution error:\n\nDetected at node \'save/SaveV2\'\n'
+         '/run/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.'
+         'tempstate1; No space left on device\n\t [[{{node save/SaveV2}}]]')
+_EVENTS = ('/run/events.out.tfevents.1.vm; No space left on device\n\tFailed '
+           'to flush 3 events to /run/events.out.tfevents.1.vm')
+
+
+@pytest.mark.parametrize('error, path', [
+    (tf.errors.ResourceExhaustedError(None, None, _SAVE),
+     '/run/model.ckpt-4_temp/part-00000-of-00001.data-00000-of-00001.'
+     'tempstate1'),
+    (RuntimeError(_EVENTS), '/run/events.out.tfevents.1.vm'),
+    (tf.errors.ResourceExhaustedError(None, None, _EVENTS),
+     '/run/events.out.tfevents.1.vm'),
+    (OSError(28, 'No space left on device', '/run/search_result.json'),
+     '/run/search_result.json'),
+    (OSError(28, 'No space left on device'), ''),
+    (tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating'),
+     None),
+    (OSError(13, 'Permission denied', '/run/x'), None),
+])
+def test_no_space_path_names_what_a_full_disk_stopped(error, path):
+  assert model_dir_lib.no_space_path(error) == path
+
+
+def test_a_full_disk_is_one_line_naming_the_path_and_the_resume_point(
+    tmp_path):
+  directory = str(tmp_path)
+  with pytest.raises(model_dir_lib.DiskFullError) as raised:
+    with model_dir_lib.stopping_on_full_disk(directory):
+      raise RuntimeError(_EVENTS)
+  assert str(raised.value) == (
+      'no space left on device writing /run/events.out.tfevents.1.vm; the '
+      'run stopped and no checkpoint was written yet: free disk space and '
+      'rerun the same command to resume')
+  _write_checkpoints(directory)
+  with pytest.raises(model_dir_lib.DiskFullError, match=(
+      f'^no space left on device writing {directory}; the run stopped and '
+      f'checkpoints up to {_prefix(directory, 3)} are intact: ')):
+    with model_dir_lib.stopping_on_full_disk(directory):
+      raise OSError(28, 'No space left on device')
+  with pytest.raises(ValueError, match='other'):  # Anything else passes.
+    with model_dir_lib.stopping_on_full_disk(directory):
+      raise ValueError('other')
+
+
+def test_write_text_leaves_the_earlier_file_when_it_fails(tmp_path,
+                                                          monkeypatch):
+  path = str(tmp_path / 'result.json')
+  model_dir_lib.write_text(path, 'earlier')
+
+  def failing_rename(*args, **kwargs):
+    del args, kwargs
+    raise OSError(28, 'No space left on device', path)
+  monkeypatch.setattr(tf.io.gfile, 'rename', failing_rename)
+  with pytest.raises(OSError):
+    model_dir_lib.write_text(path, 'later')
+  assert os.listdir(tmp_path) == ['result.json']
+  assert (tmp_path / 'result.json').read_text() == 'earlier'

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tunas_search import model_dir as model_dir_lib
 from tunas_search import runner
-from tunas_search import tpu
+from tunas_search.runtime import progress
 
 tf1 = tf.compat.v1
 NAN, INF = float('nan'), float('inf')
@@ -91,7 +91,7 @@ def test_resume_from_rewinds_the_checkpoint_state(tmp_path):
 
 
 def _tracker(first, last):
-  steps = tpu.StepTracker(steps_per_run=last - first + 1, total_steps=100)
+  steps = progress.StepTracker(steps_per_run=last - first + 1, total_steps=100)
   steps.last_run_steps = (first, last)
   return steps
 

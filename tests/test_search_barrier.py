@@ -6,22 +6,18 @@ snapshot has been read (the gradient-sync barrier, docs/method.md section
 one NoOp; it must reach every update, in the CPU graph and in the XLA one.
 """
 
-import contextlib
-
 import pytest
 import tensorflow as tf
 
 from tests.e2e import tiny
-from tunas_search import supernet
+from tunas_search.config import plan as plan_lib
 
 tf1 = tf.compat.v1
 
 
 def _search_graph(tmp_path, for_xla: bool, **overrides) -> tf.Graph:
   config = tiny.tiny_config(tmp_path, train_batch_size=4, **overrides)
-  with (supernet.building_for_xla() if for_xla
-        else contextlib.nullcontext()):
-    graph, _ = tiny.search_step_spec(config)
+  graph, _ = tiny.search_step_spec(config, plan_lib.Environment(xla=for_xla))
   return graph
 
 

@@ -20,10 +20,11 @@ from tests.e2e import tiny
 from tunas_search import schema
 from tunas_search import search
 from tunas_search import summaries
-from tunas_search import tpu
+from tunas_search.runtime import host_call
 from tunas_search.schema import OneOf
 from tunas_search.specs import (Block, Conv, ConvTower, DepthwiseBottleneck,
-                                FilterMultiplier, Residual, SeparableConv)
+                                FilterMultiplier, Residual, SeparableConv,
+                                UniversalInvertedBottleneck)
 
 tf1 = tf.compat.v1
 
@@ -60,6 +61,19 @@ def test_choice_names_of_squeeze_excite_and_layer_records():
       ['nose', 'se'],
       ['ib_k5_e6_s2_relu', '+ib_k5_e6_s2_relu', 'conv1'],
   ]
+
+
+def test_choice_names_of_uib_kernels():
+  uib = UniversalInvertedBottleneck(OneOf([0, 3, 5], schema.OP),
+                                    OneOf([3, 5], schema.OP),
+                                    FilterMultiplier(4.0), strides=2)
+  spec = ConvTower((Block((OneOf([uib, Conv(3, strides=2)], schema.OP),),
+                          16),))
+  assert _names(spec) == {
+      'blocks/0/layers/0/choices/0/start_kernel_size': ['none', 'k3', 'k5'],
+      'blocks/0/layers/0/choices/0/middle_kernel_size': ['k3', 'k5'],
+      'blocks/0/layers/0': ['uib', 'conv3_s2'],
+  }
 
 
 @pytest.mark.parametrize('choices, tag, expected', [
@@ -162,9 +176,9 @@ def test_logit_summaries_hold_probabilities_of_multi_choice_decisions():
   with tf.Graph().as_default(), tf1.Session() as sess:
     entries = search.logit_summaries(decisions,
                                      [tf.constant(v) for v in values])
-    scalars = sess.run(tpu.summary_tensors(entries))
+    scalars = sess.run(host_call.summary_tensors(entries))
     # Packed for the host call, they hold the same values.
-    names, packed = tpu.pack_summaries(entries)
+    names, packed = host_call.pack_summaries(entries)
     assert dict(zip(names, sess.run(packed)[0].tolist())) == pytest.approx(
         scalars)
   probs = {k: v for k, v in scalars.items() if k.startswith('rlprobs/')}
@@ -191,7 +205,7 @@ def test_logit_summaries_hold_probabilities_of_multi_choice_decisions():
 def test_should_record(every, final, expected):
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])
-    record = tpu.should_record(step, every, final)
+    record = host_call.should_record(step, every, final)
     with tf1.Session() as sess:
       recorded = [s for s in range(8) if sess.run(record, {step: s})]
   assert recorded == expected
@@ -213,9 +227,10 @@ def test_host_call_flushes_each_recorded_step(tmp_path):
   loses nothing; steps in between neither write nor flush."""
   with tf.Graph().as_default():
     step = tf1.placeholder(tf.int64, [])
-    names, packed = tpu.pack_summaries({'x': tf.cast(step, tf.float32) * 2})
-    fn, tensors = tpu.make_host_call(str(tmp_path), names, packed, step,
-                                     every_n_steps=[4], final_step=5)
+    names, packed = host_call.pack_summaries(
+        {'x': tf.cast(step, tf.float32) * 2})
+    fn, tensors = host_call.make_host_call(str(tmp_path), names, packed, step,
+                                           every_n_steps=[4], final_step=5)
     ops = fn(*tensors)
     # TPUEstimator's host-call hook runs the writers' init ops (and flushes
     # them only when the session ends); this test does the same by hand and

@@ -46,7 +46,7 @@ def test_recipe_defaults_and_derived_values():
   # docs/method.md section 6: 0.165 x 4096/256, 2.5% warm-up, 90 epochs. Decimal
   # products in float64 (0.165 * 16 is not exactly 2.64): default rel=1e-6.
   assert c.scaled_model_learning_rate == pytest.approx(2.64)
-  assert c.total_steps == 27_051  # ceil(90 * 1231121 / 4096)
+  assert c.total_steps == 27_050  # floor(90 * 1231121 / 4096), as released
   assert c.warmup_steps == 676
   assert c.weight_decay == 4e-5
   assert dataclasses.replace(c, use_bfloat16=True).weight_decay == 3e-5
@@ -70,7 +70,7 @@ def test_recipe_defaults_and_derived_values():
     (dict(train_split='train_full', eval_split='validation'),
      'eval_split validation is part of train_split train_full'),
     (dict(dropout_rate=1.0), r'dropout_rate must be in \[0, 1\), got 1.0'),
-    (dict(image_size=16), 'image_size 16 is outside the valid range 28..224'),
+    (dict(image_size=16), 'image_size 16 is outside the valid range 28..512'),
     (dict(max_steps=None, num_train_examples=0),
      'epochs and the training split size must be positive'),
 ])
@@ -268,6 +268,27 @@ def test_warm_start_refuses_bad_search_dirs(tmp_path):
     train_eval.prepare(make_config(tmp_path / 'run', init_from_search=str(
         tmp_path / 'fresh')), SPEC)
   assert not os.path.exists(tmp_path / 'run')
+
+
+def test_warm_start_names_an_unreadable_checkpoint(tmp_path):
+  write_search(tmp_path)
+  latest = tf.train.latest_checkpoint(str(tmp_path))
+  with open(latest + '.index', 'r+b') as f:
+    f.truncate(3)
+  with pytest.raises(warm_start.WarmStartError, match=(
+      f'^init_from_search: cannot read checkpoint {latest} of {tmp_path}: ')):
+    warm_start.SearchWeights.open(str(tmp_path), SPEC, 10, 1)
+
+
+def test_tpu_evaluation_needs_a_split_of_one_batch_before_training(tmp_path):
+  # The embedded test split has 2,000 images: no whole batch of 4,096.
+  config = make_config(tmp_path / 'run', use_tpu=True, eval_batch_size=4096)
+  with pytest.raises(ConfigError, match=(
+      'the test split of embedded has 2000 examples; a TPU evaluates whole '
+      'batches of eval_batch_size 4096')):
+    train_eval.prepare(config, SPEC)
+  assert not os.path.exists(tmp_path / 'run')
+  train_eval.check_inputs(dataclasses.replace(config, mode='train'))
 
 
 # CLI ------------------------------------------------------------------------

@@ -106,8 +106,8 @@ def inference_graph(masked_spec: Any, image_size: int, input_channels: int,
     images = tf1.placeholder(tf.float32, [batch_size, image_size, image_size,
                                           input_channels], name=INPUT_KEY)
     logits = supernet.build_network(
-        masked_spec, images, num_classes, is_training=False,
-        batch_norm_mode='stateful', dtype=tf.float32)
+        masked_spec, images, num_classes,
+        supernet.forms.standalone(is_training=False), dtype=tf.float32)
     logits = tf.identity(logits, name='logits')
     probabilities = tf.nn.softmax(logits, name='probabilities')
   return graph, images, logits, probabilities
@@ -317,17 +317,20 @@ def export_run(model_dir: str, export_dir: Optional[str] = None,
     config, spec = train_eval.load_run(model_dir)
   except ValueError as e:
     raise ExportError(str(e)) from None
+  prefixes = model_dir_lib.checkpoint_prefixes(model_dir)
+  if checkpoint and os.path.abspath(checkpoint) not in map(os.path.abspath,
+                                                          prefixes):
+    # Checked before anything is built or written (an unfinished save is
+    # no checkpoint); names the choices, as bin/export_model.py's
+    # --checkpoint does.
+    names = ', '.join(os.path.basename(p) for p in prefixes) or 'none'
+    raise ExportError(f'{checkpoint} is not a checkpoint (no '
+                      f'{os.path.basename(checkpoint)}.index, or its save '
+                      f'did not finish); checkpoints of {model_dir}: {names}')
+  # The state file names only checkpoints whose save finished.
   checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
   if not checkpoint:
     raise ExportError(f'{model_dir} has no checkpoint to export; train first')
-  if not tf.io.gfile.exists(checkpoint + '.index'):
-    # Checked before anything is built or written; names the choices, as
-    # bin/export_model.py's --checkpoint does.
-    names = ', '.join(os.path.basename(p) for p in
-                      model_dir_lib.checkpoint_prefixes(model_dir)) or 'none'
-    raise ExportError(f'{checkpoint} is not a checkpoint (no '
-                      f'{os.path.basename(checkpoint)}.index); checkpoints of '
-                      f'{model_dir}: {names}')
   export_dir = export_dir or os.path.join(model_dir, 'export')
   masked = architecture.with_indices(spec, architecture.parse_indices(
       config.indices, spec))

@@ -9,47 +9,49 @@ summaries. Nothing a user ran may be lost or silently replaced, so:
   * `check` refuses a dir whose checkpoints are damaged (a garbage checkpoint
     state file, a truncated or missing data file, checkpoints without
     `config.json`) instead of letting TensorFlow restart from step 0 over the
-    good checkpoints, and names the newest intact checkpoint;
+    good checkpoints, and names the newest intact checkpoint; an unfinished
+    save (a run killed or out of disk space while saving) is no checkpoint
+    and no damage (`checkpoints`);
   * `resume_from` makes an intact checkpoint the one the next run restores;
-  * `remove_stale_temp_dirs` deletes what a killed checkpoint write left.
+  * `remove_unfinished_saves` deletes what a killed checkpoint write left;
+  * `CheckpointSaver` never rewrites the checkpoint a run resumed from, and
+    `DiskFullError` stops a run out of disk space in one line.
+The checkpoint listings live in `checkpoints`; this module re-exports them.
 """
 
 import contextlib
 import datetime
+import errno
 import fcntl
 import json
 import os
 import re
-import shutil
 import socket
-from typing import Iterator, List, Optional
+from typing import Iterator, Optional
 
 from absl import logging
-from google.protobuf import text_format
-import numpy as np
 import tensorflow as tf
 
+# pylint: disable=unused-import
+from tunas_search.checkpoints import checkpoint_prefixes
+from tunas_search.checkpoints import damage
+from tunas_search.checkpoints import find_checkpoint
+from tunas_search.checkpoints import ModelDirError
+from tunas_search.checkpoints import newest_intact
+from tunas_search.checkpoints import remove_unfinished_saves
+from tunas_search.checkpoints import resume_from
+from tunas_search.checkpoints import STATE_FILENAME
+from tunas_search.checkpoints import unfinished_saves
+# pylint: enable=unused-import
+from tunas_search import checkpoints
 from tunas_search import config as config_lib
+from tunas_search.tf_internals import estimator as tf_estimator
 
 tf1 = tf.compat.v1
 
 # Who holds the lock (written by the holder once its run goes ahead).
 LOCK_FILENAME = '.tunas_search.lock'
-STATE_FILENAME = 'checkpoint'  # The name tf.train.Saver gives it.
-_CHECKPOINT_INDEX = re.compile(r'^(.*\.ckpt-(\d+))\.index$')
-# tf.train.Saver writes sharded checkpoints into `<prefix>_temp...` first.
-_TEMP_DIR = re.compile(r'.*\.ckpt-\d+_temp.*')
-
-
-class ModelDirError(config_lib.ConfigError):
-  """The model dir cannot be used as it is; the message is one line.
-
-  A ConfigError, so every CLI reports it as bad input (one line, exit 2).
-  """
-
-
-def _is_local(path: str) -> bool:
-  return '://' not in path
+_is_local = checkpoints.is_local
 
 
 class Lock:
@@ -168,108 +170,6 @@ def _holder(model_dir: str) -> str:
     return 'another process'
 
 
-def checkpoint_prefixes(model_dir: str) -> List[str]:
-  """Every checkpoint in `model_dir` with an index file, oldest first.
-
-  None in a dir that does not exist (yet: `exclusive` creates it late).
-  """
-  if not tf.io.gfile.isdir(model_dir):
-    return []
-  found = []
-  for name in tf.io.gfile.listdir(model_dir):
-    match = _CHECKPOINT_INDEX.match(name.rstrip('/'))
-    if match:
-      found.append((int(match.group(2)), _join(model_dir, match.group(1))))
-  return [prefix for _, prefix in sorted(found)]
-
-
-def damage(prefix: str, require_finite: bool = False) -> Optional[str]:
-  """Why the checkpoint `prefix` cannot be restored, or None if it can.
-
-  Reads every variable, so a truncated or missing data file is found.
-
-  Args:
-    prefix: e.g. `<model_dir>/model.ckpt-400`.
-    require_finite: also call a checkpoint with NaN or inf in a floating-point
-      variable damaged.
-  """
-  try:
-    reader = tf.train.load_checkpoint(prefix)
-    for name, dtype in reader.get_variable_to_dtype_map().items():
-      value = reader.get_tensor(name)
-      if require_finite and dtype.is_floating and not np.all(
-          np.isfinite(np.asarray(value, np.float32))):
-        return f'variable {name} holds NaN or inf'
-  # The reader raises IndexError for a truncated data file, OpErrors for
-  # missing or corrupt files.
-  except (tf.errors.OpError, ValueError, IndexError) as e:
-    reason = (str(getattr(e, 'message', e)).splitlines() or ['unreadable'])[0]
-    return reason[:200]
-  return None
-
-
-def newest_intact(model_dir: str, require_finite: bool = False,
-                  before: Optional[str] = None) -> Optional[str]:
-  """The newest restorable checkpoint (older than `before` if given)."""
-  prefixes = checkpoint_prefixes(model_dir)
-  if before is not None and before in prefixes:
-    prefixes = prefixes[:prefixes.index(before)]
-  for prefix in reversed(prefixes):
-    if damage(prefix, require_finite) is None:
-      return prefix
-  return None
-
-
-def _empty_state():
-  """An empty CheckpointState proto (its class has no public name)."""
-  state = tf1.train.generate_checkpoint_state_proto('.', 'x')
-  state.Clear()
-  return state
-
-
-def _read_state(model_dir: str):
-  """The parsed checkpoint state file, None if absent.
-
-  Raises:
-    ModelDirError: if the file is not a checkpoint state.
-  """
-  path = os.path.join(model_dir, STATE_FILENAME)
-  if not tf.io.gfile.exists(path):
-    return None
-  try:
-    with tf.io.gfile.GFile(path) as f:
-      state = text_format.Parse(f.read(), _empty_state())
-  except (text_format.ParseError, UnicodeDecodeError) as e:
-    raise _damaged(model_dir, f'{path} is not a checkpoint state file '
-                   f'({str(e).splitlines()[0][:80]})') from None
-  if not state.model_checkpoint_path:
-    raise _damaged(model_dir, f'{path} names no checkpoint')
-  return state
-
-
-def _join(model_dir: str, path: str) -> str:
-  """`path` (absolute, or relative to `model_dir`) as `checkpoint_prefixes`
-  names it, so the two compare equal."""
-  if not _is_local(path):
-    return path  # Already a full gs://... path.
-  if not _is_local(model_dir):
-    return f'{model_dir.rstrip("/")}/{path}'
-  return os.path.normpath(path if os.path.isabs(path) else
-                          os.path.join(model_dir, path))
-
-
-def _damaged(model_dir: str, what: str,
-             before: Optional[str] = None) -> ModelDirError:
-  good = newest_intact(model_dir, before=before)
-  if good is None:
-    advice = 'no intact checkpoint is left; use a new --model_dir'
-  else:
-    advice = (f'the newest intact checkpoint is {good}; rerun with '
-              f'--resume_from={good} to continue from it, or use a new '
-              '--model_dir')
-  return ModelDirError(f'model dir {model_dir} is damaged: {what}; {advice}')
-
-
 def _check_config_file(model_dir: str) -> None:
   """Refuses checkpoints without the config.json that says what they are."""
   if not tf.io.gfile.exists(os.path.join(model_dir,
@@ -285,7 +185,9 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
 
   A dir that does not exist, or holds no checkpoint and no state file, is
   fine (a new run), unless the run is to resume from one of its
-  checkpoints. Reads, never writes.
+  checkpoints. Unfinished saves count as absent (`checkpoints`); so does a
+  missing state file beside a first checkpoint only (step 0), which a kill
+  before the state file was written leaves. Reads, never writes.
 
   Args:
     model_dir: the model dir.
@@ -307,18 +209,38 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
   if not tf.io.gfile.isdir(model_dir):
     return
   prefixes = checkpoint_prefixes(model_dir)
-  state = _read_state(model_dir)
-  if state is None and not prefixes:
+  state = checkpoints.read_state(model_dir)
+  if state is None and not prefixes and not unfinished_saves(model_dir):
     return
+  # Also for unfinished saves alone: they are removed only from a dir that
+  # tunas_search wrote.
   _check_config_file(model_dir)
   if state is None:
-    raise _damaged(model_dir, f'the checkpoint state file '
-                   f'{os.path.join(model_dir, STATE_FILENAME)} is missing')
-  latest = _join(model_dir, state.model_checkpoint_path)
+    if prefixes and not checkpoints.unrecorded_first_save(model_dir, state,
+                                                          prefixes):
+      raise checkpoints.damaged_error(
+          model_dir, 'the checkpoint state file '
+          f'{os.path.join(model_dir, STATE_FILENAME)} is missing')
+    return
+  latest = checkpoints.join(model_dir, state.model_checkpoint_path)
   reason = damage(latest)
   if reason is not None:
-    raise _damaged(model_dir, f'checkpoint {latest} cannot be read '
-                   f'({reason})', before=latest)
+    raise checkpoints.damaged_error(
+        model_dir, f'checkpoint {latest} cannot be read ({reason})',
+        before=latest)
+
+
+def restore_point(model_dir: str,
+                  resume_from: Optional[str] = None) -> Optional[str]:
+  """The checkpoint a run of a checked dir restores: `resume_from`, else the
+  state file's latest, else an unrecorded first save; None for a new run."""
+  if resume_from:
+    return find_checkpoint(model_dir, resume_from)
+  state = checkpoints.read_state(model_dir)
+  if state is not None:
+    return checkpoints.join(model_dir, state.model_checkpoint_path)
+  return checkpoints.unrecorded_first_save(model_dir, state,
+                                           checkpoint_prefixes(model_dir))
 
 
 # What TensorFlow's Saver says when a graph variable is not in the checkpoint.
@@ -367,106 +289,75 @@ def naming_missing_variables(model_dir: str) -> Iterator[None]:
     raise missing from None
 
 
-def find_checkpoint(model_dir: str, checkpoint: str,
-                    flag: str = 'resume_from') -> str:
-  """The prefix of `checkpoint` if it is an intact checkpoint of the dir.
-
-  Args:
-    model_dir: the model dir.
-    checkpoint: a checkpoint prefix in `model_dir`: absolute, relative to the
-      working dir, or relative to `model_dir`.
-    flag: the flag that named it, for the message.
-
-  Returns:
-    The checkpoint's prefix as `checkpoint_prefixes` names it.
-
-  Raises:
-    ModelDirError: if it is not one, listing the dir's checkpoints, or the
-      dir does not exist.
-  """
-  if not tf.io.gfile.isdir(model_dir):
-    raise ModelDirError(f'--{flag}={checkpoint}: model dir {model_dir} does '
-                        'not exist')
-  prefixes = checkpoint_prefixes(model_dir)
-  # As printed by this module (relative to the working dir) or relative to
-  # the model dir; compared as absolute paths, so that either spelling of a
-  # local path matches.
-  candidates = [_join(model_dir, checkpoint)]
-  if _is_local(checkpoint):
-    candidates.insert(0, os.path.normpath(checkpoint))
-  key = os.path.abspath if _is_local(model_dir) else (lambda path: path)
-  by_key = {key(p): p for p in prefixes}
-  prefix = next((by_key[key(c)] for c in candidates if key(c) in by_key),
-                None)
-  if prefix is None:
-    names = ', '.join(os.path.basename(p) for p in prefixes) or 'none'
-    raise ModelDirError(f'--{flag}={checkpoint} is not a checkpoint of '
-                        f'{model_dir}; checkpoints: {names}')
-  reason = damage(prefix)
-  if reason is not None:
-    raise ModelDirError(f'--{flag}={checkpoint} cannot be read ({reason})')
-  return prefix
+class DiskFullError(RuntimeError):
+  """A write failed for lack of disk space; the run stopped. One line,
+  naming the path and the checkpoint a rerun resumes from."""
 
 
-def resume_from(model_dir: str, checkpoint: str) -> str:
-  """Makes `checkpoint` the one the next run of `model_dir` restores.
+# How TensorFlow's file systems report ENOSPC: `<path>; No space left on
+# device` (a ResourceExhaustedError from a session run, a RuntimeError from
+# the events writer's thread).
+_NO_SPACE = 'No space left on device'
+_NO_SPACE_PATH = re.compile(r'(\S+); ' + _NO_SPACE)
 
-  Rewrites the checkpoint state file (atomically, relative paths) to list
-  the intact checkpoints up to `checkpoint`. Newer checkpoint files stay on
-  disk, unlisted; the next run overwrites them as it saves.
 
-  Args:
-    model_dir: the model dir.
-    checkpoint: a checkpoint prefix in `model_dir`: absolute, relative to the
-      working dir, or relative to `model_dir`.
+def no_space_path(error: BaseException) -> Optional[str]:
+  """The path a write failed on for lack of space ('' if the error names
+  none); None if `error` is about something else."""
+  if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+    return error.filename or ''
+  text = str(getattr(error, 'message', None) or error)
+  if isinstance(error, DiskFullError) or _NO_SPACE not in text:
+    return None
+  found = _NO_SPACE_PATH.search(text)
+  return found.group(1) if found else ''
 
-  Returns:
-    The checkpoint's prefix as `checkpoint_prefixes` names it.
+
+@contextlib.contextmanager
+def stopping_on_full_disk(model_dir: str) -> Iterator[None]:
+  """Turns a failed write for lack of space inside the block into one line.
+
+  The Saver writes a new checkpoint beside the old ones and records it only
+  once it is whole (`checkpoints`), so the checkpoints recorded before stay
+  intact, and a rerun after space is freed removes the unfinished save and
+  resumes.
 
   Raises:
-    ModelDirError: if it is not an intact checkpoint of `model_dir`.
+    DiskFullError: naming the path, the newest recorded checkpoint and what
+      to do.
   """
-  prefix = find_checkpoint(model_dir, checkpoint)
-  prefixes = checkpoint_prefixes(model_dir)
-  kept = [p for p in prefixes[:prefixes.index(prefix)]
-          if damage(p) is None] + [prefix]
-  relative = [os.path.basename(p) for p in kept]
-  state = tf1.train.generate_checkpoint_state_proto(
-      model_dir, relative[-1], relative)
-  target = os.path.join(model_dir, STATE_FILENAME)
-  with tf.io.gfile.GFile(target + '.tmp', 'w') as f:
-    f.write(text_format.MessageToString(state))
-  tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
-  return prefix
+  try:
+    yield
+  except Exception as e:  # pylint: disable=broad-except
+    path = no_space_path(e)
+    if path is None:
+      raise
+    latest = tf.train.latest_checkpoint(model_dir)
+    kept = (f'checkpoints up to {latest} are intact' if latest else
+            'no checkpoint was written yet')
+    raise DiskFullError(
+        f'no space left on device writing {path or model_dir}; the run '
+        f'stopped and {kept}: free disk space and rerun the same command to '
+        'resume') from None
 
 
-def remove_stale_temp_dirs(model_dir: str) -> List[str]:
-  """Deletes `*.ckpt-N_temp*` dirs a killed checkpoint write left behind.
+def write_text(path: str, text: str) -> None:
+  """Writes a file a user keeps atomically: whole or as it was.
 
-  Call it only while holding `exclusive(model_dir)`: a live run's save
-  writes into such a dir.
-
-  Returns:
-    The removed paths.
+  Under the model dir's lock (`exclusive`): the temporary name is fixed, so
+  a kill leaves at most one, which the next write replaces.
   """
-  if not tf.io.gfile.isdir(model_dir):
-    return []
-  removed = []
-  for name in tf.io.gfile.listdir(model_dir):
-    path = os.path.join(model_dir, name.rstrip('/'))
-    if _TEMP_DIR.match(name.rstrip('/')) and tf.io.gfile.isdir(path):
-      if _is_local(path):
-        shutil.rmtree(path, ignore_errors=True)
-      else:
-        tf.io.gfile.rmtree(path)
-      removed.append(path)
-  if removed:
-    logging.info('Removed %d unfinished checkpoint dir(s) of an earlier run: '
-                 '%s', len(removed), ', '.join(removed))
-  return removed
+  temporary = path + '.tmp'
+  try:
+    with tf.io.gfile.GFile(temporary, 'w') as f:
+      f.write(text)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(temporary):
+      tf.io.gfile.remove(temporary)
 
 
-class CheckpointSaver(tf1.train.CheckpointSaverHook):
+class CheckpointSaver(tf_estimator.EventsOnceSaverHook):
   """Saves checkpoints without writing the graph again on every start.
 
   The estimator's own saver hook adds the graph and its meta graph to a new
@@ -477,39 +368,19 @@ class CheckpointSaver(tf1.train.CheckpointSaverHook):
   `graph.pbtxt` or `.meta` files; it flushes the events at every checkpoint,
   so what was logged up to a checkpoint survives a kill.
 
+  A start never rewrites the checkpoint it resumed from: the estimator's
+  hook saves the restored step again at every start, and a kill while that
+  save rewrote the index in place damaged the run's only resume point.
+
   Pass it first among `train(hooks=...)`, with the RunConfig's own
-  checkpoint saving off (`tpu.make_run_config(save_checkpoints_steps=None)`).
+  checkpoint saving off
+  (`estimators.make_run_config(save_checkpoints_steps=None)`).
   """
 
-  def __init__(self, model_dir: str, save_steps: int, write_graph: bool):
-    super().__init__(model_dir, save_steps=save_steps, save_graph_def=False)
-    self._model_dir = model_dir
-    self._write_graph = write_graph
-
-  def begin(self):
-    # Not the base class's: its cached writer is created with the graph,
-    # which writes the graph into every new process's events file.
-    self._summary_writer = tf1.summary.FileWriter(self._model_dir)
-    self._global_step_tensor = tf1.train.get_global_step()
-    if self._global_step_tensor is None:
-      raise RuntimeError('CheckpointSaver needs a global step')
-    for listener in self._listeners:
-      listener.begin()
-
-  def after_create_session(self, session, coord):
-    del coord
-    step = session.run(self._global_step_tensor)
-    if self._write_graph:
-      self._summary_writer.add_graph(tf1.get_default_graph())
-    # As the estimator's hook: the state at the restored step is saved first.
-    self._save(session, step)
-    self._timer.update_last_triggered_step(step)
-
-  def _save(self, session, step):
-    should_stop = super()._save(session, step)
-    self._summary_writer.flush()
-    return should_stop
-
-  def end(self, session):
-    super().end(session)
-    self._summary_writer.close()
+  def saved_at_start(self, step: int) -> bool:
+    # As the estimator's hook, the state at the restored step is saved
+    # first, but only if no checkpoint holds it yet: rewriting the one the
+    # session restored would put the run's only resume point at risk while
+    # its index is rewritten in place (`checkpoints`, step 2).
+    latest = tf.train.latest_checkpoint(self._model_dir)
+    return latest is not None and checkpoints.step_of(latest) == step

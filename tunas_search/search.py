@@ -3,7 +3,8 @@
 Each step (Bender et al. 2020, section 3; docs/method.md):
   1. the controller samples an architecture (one mask per decision),
   2. the shared weights take one RMSProp step on a training batch through
-     that architecture, decayed only where the architecture uses them,
+     that architecture, decayed only where the architecture uses them
+     (`shared_update`: TuNAS's every-step RMSProp or the deferred form),
   3. the same architecture is scored on a held-out validation batch, with
      the weights read before this step's update (`pre_update`, as the
      released TuNAS) or after it (`post_update`),
@@ -13,6 +14,9 @@ Each step (Bender et al. 2020, section 3; docs/method.md):
      which increments the global step.
 Every scalar, every controller logit and every choice probability goes to
 TensorBoard via host_call, logged under the step number after the step.
+The step's form (XLA or graph build, widths, update, validation weights,
+barrier, controller placement, dtype) is the `StepPlan`'s, decided once at
+start (config/plan.py); nothing here looks at devices.
 """
 
 import contextlib
@@ -25,14 +29,21 @@ import tensorflow as tf
 from tunas_search import controller
 from tunas_search import controller_adam
 from tunas_search import cost_models
+from tunas_search import nonfinite
 from tunas_search import rewards
 from tunas_search import schedules
 from tunas_search import schema
+from tunas_search import shared_update
 from tunas_search import summaries
 from tunas_search import supernet
-from tunas_search import tpu
 from tunas_search.config import SearchConfig
+from tunas_search.config.plan import StepPlan
 from tunas_search.data import untranspose_images
+from tunas_search.runtime import host_call as host_call_lib
+from tunas_search.runtime import placement
+from tunas_search.runtime import replicas
+from tunas_search.runtime import xla_fusion
+from tunas_search.supernet import forms
 
 tf1 = tf.compat.v1
 # Variable scope of the controller's logits, baseline and Adam slots.
@@ -64,21 +75,6 @@ def _unpack(features, labels, config: SearchConfig) -> _Batch:
                 images[1], tf.cast(labels['validation_labels'], tf.int32))
 
 
-def host_scope(config: SearchConfig):
-  """Device scope of the step's scalar bookkeeping (`controller_placement`).
-
-  The controller, cost model, reward, schedules and summary packing are a
-  few hundred ops on a handful of scalars and short vectors. On a GPU each
-  would be a kernel launch, so with one replica on a GPU they run on the
-  host CPU; the network's ops read the sampled masks and the learning rate
-  from there (one copy each) and the reward reads the validation accuracy
-  back (one scalar). Elsewhere: no device scope (TensorFlow's placement).
-  """
-  if config.controller_on_host(bool(tf.config.list_physical_devices('GPU'))):
-    return tf.device(tpu.HOST)
-  return contextlib.nullcontext()
-
-
 def _sampling_seed(config: SearchConfig, base: int,
                    step: tf.Tensor) -> tf.Tensor:
   """The controller's stateless seed for this step on this replica.
@@ -94,16 +90,43 @@ def _sampling_seed(config: SearchConfig, base: int,
     base: `config.seed`, or a number drawn once per process without one.
     step: the global step read at the start of the step.
   """
-  replica = tpu.replica_id(config.use_tpu, config.num_replicas)
+  replica = replicas.replica_id(config.use_tpu, config.num_replicas)
   return tf.stack([tf.constant(base, tf.int64), tf.cast(step, tf.int64),
                    replica])
 
 
-def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
+class _Architecture(NamedTuple):
+  """Step 1's outputs: the sampled architecture and what produced it."""
+  logit_variables: Dict[int, tf.Variable]
+  sample: controller.ControllerSample
+  masked_spec: Any
+  increase_ops_prob: tf.Tensor
+  increase_filters_prob: tf.Tensor
+
+
+def _sample_architecture(config: SearchConfig, decisions, model_spec: Any,
+                         step: tf.Tensor, seed_base: int) -> _Architecture:
+  """The controller's architecture for this step, with the warm-ups."""
+  variables = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
+  logits = controller.decision_logits(decisions, variables)
+  p_ops = schedules.linear_decay_prob(step, config.fraction_steps(
+      config.increase_ops_warmup_steps_fraction))
+  p_filters = schedules.linear_decay_prob(step, config.fraction_steps(
+      config.increase_filters_warmup_steps_fraction))
+  sample = controller.sample(
+      decisions, logits, increase_ops_prob=p_ops,
+      increase_filters_prob=p_filters, temperature=config.rl_temperature,
+      stateless_seed=_sampling_seed(config, seed_base, step))
+  masked_spec = schema.with_masks(
+      model_spec, [tf.stop_gradient(m) for m in sample.masks])
+  return _Architecture(variables, sample, masked_spec, p_ops, p_filters)
+
+
+def _network(config: SearchConfig, plan: StepPlan, form: forms.Form,
+             masked_spec: Any, images: tf.Tensor,
              snapshots: Optional[Dict[str, tf.Tensor]],
              decay: Optional[supernet.MaskedWeightDecay] = None,
-             uses: Optional[supernet.WeightUses] = None,
-             differentiated: bool = True):
+             uses: Optional[supernet.WeightUses] = None):
   """The weight-shared network with batch-statistics BN (docs/method.md).
 
   With `snapshots`, every shared weight is read once per step into it and
@@ -113,80 +136,13 @@ def _network(config: SearchConfig, masked_spec: Any, images: tf.Tensor,
     if snapshots is not None:
       stack.enter_context(supernet.reading_snapshots(snapshots))
     return supernet.build_network(
-        masked_spec, images, config.num_classes, is_training=True,
-        batch_norm_mode='batch',
-        dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32,
-        decay=decay, uses=uses,
-        # XLA compiles the TPU step; functional conds halve its compile time
-        # (docs/xla.md). None: v1 conds, or what `building_for_xla` says.
-        for_xla=True if config.use_tpu else None,
-        width_form=config.width_form, differentiated=differentiated)
+        masked_spec, images, config.num_classes, form,
+        dtype=tf.as_dtype(plan.compute_dtype), decay=decay, uses=uses)
 
 
 def _model_variables() -> List[tf.Variable]:
   return [v for v in tf1.trainable_variables()
           if not v.name.startswith(CONTROLLER_SCOPE + '/')]
-
-
-def _all_finite(loss: tf.Tensor, grads_and_vars=(),
-                half_squared_norms: Sequence[tf.Tensor] = ()) -> tf.Tensor:
-  """Whether the loss and every gradient are free of NaN and +-inf.
-
-  The gradients are checked too: with oneDNN, a NaN input can come out of a
-  convolution as zeros, giving a finite loss but NaN gradients. One scalar
-  is checked, the global norm of the gradients (NaN or inf if any entry
-  is): one reduction per gradient instead of an elementwise test and a
-  reduction (2-7% faster CPU steps, docs/xla.md). A gradient norm beyond
-  float32's range (~1.8e19) counts as non-finite too; such a step has
-  diverged anyway. The deferred update passes `half_squared_norms` instead
-  of gradients (`DeferredRMSProp.gradient_norms`), the same norm's parts.
-  """
-  grads = [g.values if isinstance(g, tf.IndexedSlices) else g
-           for g, _ in grads_and_vars if g is not None]
-  finite = tf.math.is_finite(loss)
-  if grads:
-    finite = tf.logical_and(
-        finite, tf.math.is_finite(tf.linalg.global_norm(grads)))
-  if half_squared_norms:
-    # global_norm's formula: sqrt(2 * sum of the halves).
-    norm = tf.sqrt(2.0 * tf.add_n(list(half_squared_norms)))
-    finite = tf.logical_and(finite, tf.math.is_finite(norm))
-  return finite
-
-
-def _finite_or_zero(grads_and_vars, finite: tf.Tensor):
-  """Zeroes all gradients of a step whose loss or gradients are not finite.
-
-  The step then leaves the weights finite, so a checkpoint written at the
-  step where the run stops on a NaN loss is still a good one. One
-  elementwise op per gradient (`multiply_no_nan`: x * 0 is 0 even for NaN
-  and inf), where a select needed a tensor of zeros as well.
-  """
-  # Computed once: XLA copied the scalar chain of the check (two is-finite
-  # tests, an and, a cast) into every variable's update fusion.
-  scale32 = tpu.computed_once(tf.cast(finite, tf.float32))
-
-  def zeroed(g):
-    if g is None:
-      return None
-    scale = tf.cast(scale32, g.dtype)
-    if isinstance(g, tf.IndexedSlices):
-      return tf.IndexedSlices(tf.math.multiply_no_nan(g.values, scale),
-                              g.indices, g.dense_shape)
-    return tf.math.multiply_no_nan(g, scale)
-  return [(zeroed(g), v) for g, v in grads_and_vars]
-
-
-def _nan_unless_finite(loss: tf.Tensor, *others: tf.Tensor) -> tf.Tensor:
-  """`loss`, or NaN when it or any of `others` is NaN or +-inf.
-
-  TPUEstimator stops a run whose reported loss is NaN (NanTensorHook, on CPU
-  and on TPU) but lets +-inf through, and the controller's loss is not
-  reported at all; mapping every non-finite case to NaN makes one check cover
-  both losses, whatever a CPU's overflow produces.
-  """
-  finite = tf.reduce_all([tf.math.is_finite(x) for x in (loss,) + others])
-  return tf.where(finite, loss, tf.constant(float('nan'), loss.dtype))
 
 
 def _after(grads_and_vars, deps: List[tf.Tensor]):
@@ -200,8 +156,7 @@ def _after(grads_and_vars, deps: List[tf.Tensor]):
     return grads_and_vars
   # One NoOp gathers the dependencies and every gradient waits on it: the
   # same order with len(deps) + len(grads) control edges instead of their
-  # product (~240k for a full space, which slowed graph building and
-  # Grappler by tens of seconds).
+  # product, which slowed graph building and Grappler by tens of seconds.
   with tf.control_dependencies(deps):
     barrier = tf.no_op(name='gradient_sync_barrier')
   with tf.control_dependencies([barrier]):
@@ -209,96 +164,39 @@ def _after(grads_and_vars, deps: List[tf.Tensor]):
             for g, v in grads_and_vars]
 
 
-def _defers_unused_weight_steps(config: SearchConfig) -> bool:
-  """`config.defers_unused_weight_steps`, except in a build for XLA.
-
-  An XLA build (TPU, or `supernet.building_for_xla` off TPU) keeps TuNAS's
-  every-step update, as it keeps static widths.
-  """
-  return config.defers_unused_weight_steps and not supernet.xla_build_active()
-
-
-def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
-                        step: tf.Tensor,
-                        snapshots: Optional[Dict[str, tf.Tensor]],
-                        bookkeeping_device: Optional[str] = None
+def _shared_weight_step(config: SearchConfig, plan: StepPlan,
+                        masked_spec: Any, batch: _Batch, step: tf.Tensor,
+                        snapshots: Optional[Dict[str, tf.Tensor]]
                         ) -> Dict[str, tf.Tensor]:
   """Trains the shared weights on the training batch; returns its tensors.
 
-  `bookkeeping_device`: where the deferred update keeps its step counts.
+  `snapshots`: the validation pass's weight reads (pre_update), which no
+  update may precede, or None.
   """
+  update = shared_update.for_plan(config, plan)
   decay = supernet.MaskedWeightDecay()
-  deferred = _defers_unused_weight_steps(config)
-  uses = supernet.WeightUses() if deferred else None
-  # The validation pass's reads, which no update may precede.
-  validation_reads = snapshots
-  if deferred and snapshots is None:
-    # The deferred update orders its catch-ups before the training pass's
-    # reads, which must be snapshots (post_update validation reads the
-    # weights after the update instead).
-    snapshots = {}
-  logits = _network(config, masked_spec, batch.train_images, snapshots, decay,
-                    uses)
+  logits = _network(config, plan, update.form, masked_spec,
+                    batch.train_images, update.training_snapshots(snapshots),
+                    decay, update.uses)
   one_hot = tf.one_hot(batch.train_labels, config.num_classes)
   empirical_loss = tf1.losses.softmax_cross_entropy(
       one_hot, logits, label_smoothing=config.label_smoothing)
-  variables = _model_variables()
-  # Only what the sampled architecture uses is decayed (docs/method.md). The
-  # deferred update skips a weight the step does not use, so its decay term
-  # (0 then) need not be computed either.
-  regularization_loss = decay.loss(
-      config.weight_decay, uses.used_once() if deferred else ())
+  # Only what the sampled architecture uses is decayed (docs/method.md).
+  regularization_loss = update.decay_loss(decay, config.weight_decay)
   loss = empirical_loss + regularization_loss
-  with host_scope(config):
+  with placement.host_scope(plan.controller_on_host):
     learning_rate = schedules.cosine_with_warmup(
         step, config.scaled_model_learning_rate, config.total_steps,
         config.fraction_steps(config.model_warmup_steps_fraction))
-    learning_rate = tpu.computed_once(learning_rate)
-  # GATE_NONE (and tf.gradients' default): the optimiser's default (GATE_OP)
-  # groups the input gradients of every multi-input op with a NoOp and an
-  # Identity per gradient, which only orders their computation (values are
-  # the same; resource variable updates never race with reads). That was
-  # ~2,600 of the graph's ops, and the barrier below orders the update after
-  # every gradient when it is on.
-  if deferred:
-    # Only what the architecture uses is updated; the rest catches up when
-    # next used (docs/method.md, "Deferred steps of unused weights"). One
-    # replica: no cross-shard loss scaling to apply to the gradients.
-    optimizer = supernet.DeferredRMSProp(
-        variables, uses, snapshots, step, learning_rate,
-        decay=config.model_rmsprop_decay, momentum=config.model_momentum,
-        epsilon=config.model_rmsprop_epsilon,
-        bookkeeping_device=bookkeeping_device)
-    grads_and_vars = list(zip(optimizer.gradients(loss, variables),
-                              variables))
-    # Gradients of unused weights are dead: what runs every step reads one
-    # scalar per group of weights instead.
-    norms = optimizer.gradient_norms(grads_and_vars)
-  else:
-    optimizer = tpu.model_optimizer(config, learning_rate)
-    grads_and_vars = optimizer.compute_gradients(
-        loss, var_list=variables,
-        gate_gradients=tf1.train.Optimizer.GATE_NONE)
-  # The weight decay term needs no check of its own: a non-finite weight
-  # makes its gradient non-finite, and an overflowing term still makes the
-  # reported loss NaN below. Leaving it out keeps XLA from copying the
-  # whole decay sum (every kernel's masked term) into each variable's update
-  # fusion, which halved the compile (docs/xla.md, "Where the time goes").
-  if deferred:
-    finite = _all_finite(empirical_loss, half_squared_norms=norms)
-  else:
-    finite = _all_finite(empirical_loss, grads_and_vars)
-    # The deferred update skips such a step instead.
-    grads_and_vars = _finite_or_zero(grads_and_vars, finite)
-  deps = list(validation_reads.values()) if validation_reads else []
-  if config.use_gradient_sync_barrier:
-    deps += norms if deferred else [g for g, _ in grads_and_vars
-                                    if g is not None]
-  grads_and_vars = _after(grads_and_vars, deps)
-  if deferred:
-    train_op = optimizer.apply_gradients(grads_and_vars, finite)
-  else:
-    train_op = optimizer.apply_gradients(grads_and_vars)  # No global step.
+    learning_rate = xla_fusion.computed_once(learning_rate)
+  grads_and_vars = update.gradients(loss, _model_variables(), step,
+                                    learning_rate)
+  finite, grads_and_vars = update.check_finite(empirical_loss,
+                                               grads_and_vars)
+  deps = list(snapshots.values()) if snapshots else []
+  if plan.gradient_sync_barrier:
+    deps += update.sync_tensors(grads_and_vars)
+  train_op = update.apply(_after(grads_and_vars, deps), finite)
   # A step with non-finite gradients reports a NaN loss, so the run stops.
   loss = tf.where(finite, loss, tf.constant(float('nan'), loss.dtype))
   return {'train_op': train_op, 'loss': loss, 'empirical_loss': empirical_loss,
@@ -306,7 +204,34 @@ def _shared_weight_step(config: SearchConfig, masked_spec: Any, batch: _Batch,
           'learning_rate': learning_rate}
 
 
-def _validation_accuracy(config: SearchConfig, masked_spec: Any, batch: _Batch,
+def validation_logits(config: SearchConfig, plan: StepPlan,
+                      masked_spec: Any, images: tf.Tensor,
+                      snapshots: Optional[Dict[str, tf.Tensor]] = None
+                      ) -> tf.Tensor:
+  """The supernet's validation pass: the network the reward scores.
+
+  The shared weights under `masked_spec`'s masks with batch-statistics BN
+  (docs/method.md sections 4-5), built in the plan's form. A one-shot score
+  (evaluation/one_shot.py) builds its network here too, so that it is the
+  search's own.
+
+  Args:
+    config: the search's config.
+    plan: its step plan (form, widths, compute dtype).
+    masked_spec: the model spec with a tensor mask on every decision.
+    images: float32 [N, H, W, C].
+    snapshots: the step's weight reads (pre_update validation), or None to
+      read the variables.
+
+  Returns:
+    float32 logits [N, num_classes].
+  """
+  form = forms.xla() if plan.xla else forms.validation(plan.width_form)
+  return _network(config, plan, form, masked_spec, images, snapshots)
+
+
+def _validation_accuracy(config: SearchConfig, plan: StepPlan,
+                         masked_spec: Any, batch: _Batch,
                          after: tf.Operation,
                          snapshots: Optional[Dict[str, tf.Tensor]]
                          ) -> tf.Tensor:
@@ -314,15 +239,14 @@ def _validation_accuracy(config: SearchConfig, masked_spec: Any, batch: _Batch,
 
   `pre_update` (snapshots given): the pass computes with the weights read
   before this step's update, as the released TuNAS does, and need not wait
-  for the update. `post_update` with the barrier on: every op of the pass
-  (including the variable reads) runs after the weight update.
+  for the update. Otherwise every op of the pass (including the variable
+  reads) runs after the update where the plan says so
+  (`StepPlan.validation_after_update`).
   """
-  # The deferred update's catch-ups write the weights too.
-  wait = snapshots is None and (config.use_gradient_sync_barrier
-                                or _defers_unused_weight_steps(config))
-  with tf.control_dependencies([after] if wait else []):
-    logits = _network(config, masked_spec, batch.validation_images,
-                      snapshots, differentiated=False)
+  with tf.control_dependencies(
+      [after] if plan.validation_after_update else []):
+    logits = validation_logits(config, plan, masked_spec,
+                               batch.validation_images, snapshots)
     correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
                        batch.validation_labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
@@ -356,7 +280,7 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
   `step` is the global step read at the start of this step.
   """
   def mean(x):
-    return tpu.cross_replica_mean(x, config.num_replicas, config.use_tpu)
+    return replicas.cross_replica_mean(x, config.num_replicas, config.use_tpu)
 
   step_baseline = mean(reward)
   baseline = rewards.ema_baseline(step_baseline, config.rl_baseline_momentum,
@@ -372,13 +296,14 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  learning_rate = tpu.computed_once(learning_rate)  # Used by each update.
+  # Used by each update.
+  learning_rate = xla_fusion.computed_once(learning_rate)
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
-  finite = _all_finite(loss, grads)
-  grads = _finite_or_zero(grads, finite)
+  finite = nonfinite.all_finite(loss, grads)
+  grads = nonfinite.finite_or_zero(grads, finite)
   entropy_grads = None
   if config.rl_entropy_regularization:
-    entropy_grads = [g for g, _ in _finite_or_zero(
+    entropy_grads = [g for g, _ in nonfinite.finite_or_zero(
         zip(tf.gradients(entropy_loss, logits), logits), finite)]
   train_op = controller_adam.apply_adam(
       grads, learning_rate, mean, extra_grads=entropy_grads,
@@ -392,15 +317,15 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
 
 def logit_summaries(decisions: List[schema.Decision],
                     logits: Union[Sequence[tf.Tensor], Mapping[int, tf.Tensor]]
-                    ) -> Dict[str, tpu.Entry]:
+                    ) -> Dict[str, host_call_lib.Entry]:
   """The controller's logits and choice probabilities as scalar summaries.
 
   `rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>` (TuNAS's
   tag names) for every decision, and `rlprobs/<path>/<choice name>` (the
   softmax of the logits, as `analyze_search` reports them) for every decision
   with more than one choice (`summaries.prob_tags`). The values are entries
-  of a few vectors (`tpu.Entry`), packed without a slice each; use
-  `tpu.summary_tensors` for tensors.
+  of a few vectors (`host_call_lib.Entry`), packed without a slice each; use
+  `host_call_lib.summary_tensors` for tensors.
 
   Args:
     decisions: `schema.decisions(spec)`.
@@ -416,8 +341,8 @@ def logit_summaries(decisions: List[schema.Decision],
     single = logits
   for i, d in enumerate(decisions):
     if d.num_choices == 1:
-      out[controller.path_logit_tag(d, 0)] = tpu.Entry(single[i], 0)
-      out[controller.tag_logit_tag(d, 0)] = tpu.Entry(single[i], 0)
+      out[controller.path_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
+      out[controller.tag_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
   # One softmax per number of choices (charted: more than one choice).
   for n, rows in controller.rows_by_size(decisions).items():
     values = tf.convert_to_tensor(groups[n])
@@ -429,51 +354,63 @@ def logit_summaries(decisions: List[schema.Decision],
     for k, i in enumerate(rows):
       d = decisions[i]
       for j in range(n):
-        out[controller.path_logit_tag(d, j)] = tpu.Entry(flat, k * n + j)
-        out[controller.tag_logit_tag(d, j)] = tpu.Entry(flat, k * n + j)
-      out.update({tag: tpu.Entry(probs, k * n + j)
+        out[controller.path_logit_tag(d, j)] = host_call_lib.Entry(
+            flat, k * n + j)
+        out[controller.tag_logit_tag(d, j)] = host_call_lib.Entry(
+            flat, k * n + j)
+      out.update({tag: host_call_lib.Entry(probs, k * n + j)
                   for j, tag in enumerate(summaries.prob_tags(d))})
   return out
 
 
-def _summary_scalars(config: SearchConfig, decisions, variables, model, rl,
-                     reward, accuracy, p_ops, p_filters
-                     ) -> Dict[str, tf.Tensor]:
+def _summary_scalars(config: SearchConfig, decisions, arch: _Architecture,
+                     model, rl, reward, accuracy) -> Dict[str, tf.Tensor]:
   """Every scalar a step logs, with the logits read after its update."""
   scalars = {f'model/{k}': v for k, v in model.items() if k != 'train_op'}
   scalars.update({f'{CONTROLLER_SCOPE}/{k}': v for k, v in rl.items()
                   if k != 'train_op'})
   scalars.update({f'{CONTROLLER_SCOPE}/{k}': v for k, v in reward.items()})
   scalars[f'{CONTROLLER_SCOPE}/validation_accuracy'] = accuracy
-  scalars[f'{CONTROLLER_SCOPE}/increase_ops_prob'] = p_ops
-  scalars[f'{CONTROLLER_SCOPE}/increase_filters_prob'] = p_filters
+  scalars[f'{CONTROLLER_SCOPE}/increase_ops_prob'] = arch.increase_ops_prob
+  scalars[f'{CONTROLLER_SCOPE}/increase_filters_prob'] = (
+      arch.increase_filters_prob)
   if config.cost_model != cost_models.NONE:
     scalars[summaries.COST_TARGET_TAG] = tf.constant(
         config.rl_cost_model_target, tf.float32)
   # Read after the controller's update: the values logged at step n are the
   # ones the checkpoint of step n holds.
   with tf.control_dependencies([rl['train_op']]):
-    updated = {n: v.read_value() for n, v in variables.items()}
+    updated = {n: v.read_value()
+               for n, v in arch.logit_variables.items()}
   scalars.update(logit_summaries(decisions, updated))
   return scalars
 
 
-def make_model_fn(config: SearchConfig, model_spec: Any,
-                  write_summaries: bool = True,
-                  control_ops_on_host: bool = False):
+def _host_call(config: SearchConfig, scalars: Dict[str, Any],
+               step: tf.Tensor):
+  """The host_call writing `scalars` under the step number after this step.
+
+  That is the global step the controller's update leaves, which names the
+  checkpoint written after it; at every host loop, every checkpoint and the
+  last step.
+  """
+  names, packed = host_call_lib.pack_summaries(scalars)
+  return host_call_lib.make_host_call(
+      config.model_dir, names, packed, step + 1,
+      [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
+      final_step=config.total_steps)
+
+
+def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
+                  write_summaries: bool = True):
   """Returns the TPUEstimator model_fn of a search (TRAIN mode only).
 
   Args:
     config: the validated search config.
+    plan: the step's form (`config.plan.resolve`).
     model_spec: the search space's spec (no masks).
     write_summaries: False on the non-chief workers of a multi-worker
       search, so that only the chief writes events.
-    control_ops_on_host: where the controller runs on the host
-      (`controller_placement`), also place there the network's control
-      values derived from the sampled masks and the deferred update's step
-      counts (`tpu.pin_control_ops`). Off by default: an experiment for
-      `bench/search_step.py --control_ops_on_host`, not yet measured on a
-      GPU (docs/benchmarks.md, "GPU, 2026-11-27").
   """
   decisions = schema.decisions(model_spec)
   # Without --seed each run samples its own stream; with it, every run the
@@ -493,61 +430,36 @@ def make_model_fn(config: SearchConfig, model_spec: Any,
   @tf.autograph.experimental.do_not_convert
   def step_fn(features, labels, mode):
     global_step = tf1.train.get_or_create_global_step()
-    graph = tf1.get_default_graph()
-    first_op = len(graph.get_operations())
-    pin_control = control_ops_on_host and config.controller_on_host(
-        bool(tf.config.list_physical_devices('GPU')))
     batch = _unpack(features, labels, config)
-
-    # 1. Sample an architecture.
-    with host_scope(config):
-      # One read for the whole step: every schedule and summary sees the
-      # step before the controller's increment.
+    # 1. Sample an architecture. One read of the step for the whole step:
+    # every schedule and summary sees the step before the controller's
+    # increment.
+    with placement.host_scope(plan.controller_on_host):
       step = global_step.read_value()
-      variables = controller.create_logits(decisions, scope=CONTROLLER_SCOPE)
-      logits = controller.decision_logits(decisions, variables)
-      p_ops = schedules.linear_decay_prob(step, config.fraction_steps(
-          config.increase_ops_warmup_steps_fraction))
-      p_filters = schedules.linear_decay_prob(step, config.fraction_steps(
-          config.increase_filters_warmup_steps_fraction))
-      sample = controller.sample(
-          decisions, logits, increase_ops_prob=p_ops,
-          increase_filters_prob=p_filters, temperature=config.rl_temperature,
-          stateless_seed=_sampling_seed(config, seed_base, step))
-      masked_spec = schema.with_masks(
-          model_spec, [tf.stop_gradient(m) for m in sample.masks])
-
+      arch = _sample_architecture(config, decisions, model_spec, step,
+                                  seed_base)
     # 2-3. Train the shared weights and score the architecture.
-    snapshots = {} if config.validation_weights == 'pre_update' else None
-    model = _shared_weight_step(config, masked_spec, batch, step,
-                                snapshots, tpu.HOST if pin_control else None)
-    accuracy = _validation_accuracy(config, masked_spec, batch,
+    snapshots = {} if plan.validation_weights == 'pre_update' else None
+    model = _shared_weight_step(config, plan, arch.masked_spec, batch, step,
+                                snapshots)
+    accuracy = _validation_accuracy(config, plan, arch.masked_spec, batch,
                                     model['train_op'], snapshots)
     # 4-5. Reward, baseline and the controller update.
-    with host_scope(config):
-      reward = _reward(config, masked_spec, accuracy)
-      rl = _controller_step(config, sample, list(variables.values()),
+    with placement.host_scope(plan.controller_on_host):
+      reward = _reward(config, arch.masked_spec, accuracy)
+      rl = _controller_step(config, arch.sample,
+                            list(arch.logit_variables.values()),
                             reward['reward'], step, global_step)
-
-      for key, value in ((SAMPLED_INDICES, sample.indices),
+      for key, value in ((SAMPLED_INDICES, arch.sample.indices),
                          (REPLICA_REWARD, reward['reward']),
                          (STEP_BASELINE, rl['step_baseline'])):
         tf1.add_to_collection(key, value)
-
-      scalars = _summary_scalars(config, decisions, variables, model, rl,
-                                 reward, accuracy, p_ops, p_filters)
-      names, packed = tpu.pack_summaries(scalars)
-      # Logged under the step number after this step (the global step the
-      # controller's update leaves, which names the checkpoint written after
-      # it), at every host loop, every checkpoint and the last step.
-      host_call = tpu.make_host_call(
-          config.model_dir, names, packed, step + 1,
-          [config.tpu_iterations_per_loop, config.iterations_per_checkpoint],
-          final_step=config.total_steps) if write_summaries else None
-    if pin_control:
-      tpu.pin_control_ops(graph.get_operations()[first_op:])
+      scalars = _summary_scalars(config, decisions, arch, model, rl, reward,
+                                 accuracy)
+      host_call = (_host_call(config, scalars, step) if write_summaries
+                   else None)
     return tf1.estimator.tpu.TPUEstimatorSpec(
-        mode=mode, loss=_nan_unless_finite(model['loss'], rl['loss']),
+        mode=mode, loss=nonfinite.nan_unless_finite(model['loss'], rl['loss']),
         train_op=tf.group(model['train_op'], rl['train_op']),
         host_call=host_call, scaffold_fn=_scaffold_fn(config))
 
@@ -558,8 +470,8 @@ def _scaffold_fn(config: SearchConfig) -> Optional[Callable]:
   """A scaffold without the readiness checks, for a one-process search.
 
   The default scaffold's two checks list the uninitialised variables (every
-  weight and optimiser slot, ~4,000 of them) before the first step, ~0.5 s
-  each on 2 cores (docs/benchmarks.md, `startup_s`). They exist for
+  weight and optimiser slot, thousands in a full space) before the first
+  step, which costs start-up time (bench/startup.py). They exist for
   processes that wait on a chief; with one process, restoring a checkpoint
   already fails on a missing variable and a fresh start initialises all of
   them. TPU and several-replica searches keep them.

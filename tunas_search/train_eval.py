@@ -22,8 +22,9 @@ from tunas_search import config as config_lib
 from tunas_search import data
 from tunas_search import model_dir as model_dir_lib
 from tunas_search import serialization
-from tunas_search import tpu
 from tunas_search.config import ConfigError
+from tunas_search.runtime import estimators
+from tunas_search.runtime import progress as progress_lib
 from tunas_search.standalone import model_fn as model_fn_lib
 from tunas_search.standalone.config import TrainEvalConfig
 from tunas_search.standalone.warm_start import SearchWeights
@@ -106,8 +107,8 @@ def _checked_indices(config: TrainEvalConfig, model_spec: Any) -> List[int]:
 
 
 def prepare(config: TrainEvalConfig, model_spec: Any,
-            lock: Optional[model_dir_lib.Lock] = None
-            ) -> Optional[SearchWeights]:
+            lock: Optional[model_dir_lib.Lock] = None,
+            resume_from: Optional[str] = None) -> Optional[SearchWeights]:
   """Checks the run against its model dir and writes config/spec files.
 
   Args:
@@ -115,18 +116,24 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
     model_spec: the spec `config.indices` indexes.
     lock: the model dir's lock (`model_dir.exclusive`), acquired once the
       checks have passed, before anything is written.
+    resume_from: the checkpoint the run will continue from, if not the
+      latest.
 
   Returns:
     The search to initialise from, if the run has one and model_dir has no
     checkpoint yet (a resumed run keeps its own weights).
 
   Raises:
-    ConfigError: bad indices, an incompatible model dir, or an evaluation
-      of a model dir without a checkpoint.
+    ConfigError: bad indices, an incompatible model dir, an evaluation of a
+      model dir without a checkpoint, or a split the run would read that
+      the dataset lacks (or, on TPU, an evaluation split of unknown size
+      or smaller than one batch).
     WarmStartError: if `init_from_search` cannot initialise this network.
   """
   _checked_indices(config, model_spec)
-  has_checkpoint = bool(tf.train.latest_checkpoint(config.model_dir))
+  check_inputs(config)
+  has_checkpoint = bool(model_dir_lib.restore_point(config.model_dir,
+                                                    resume_from))
   if config.mode == 'evaluate' and not has_checkpoint:
     raise ConfigError(f'nothing to evaluate: {config.model_dir} has no '
                       'checkpoint; train first (--mode=train_and_eval)')
@@ -142,14 +149,41 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
   return weights
 
 
+def check_inputs(config: TrainEvalConfig) -> None:
+  """Refuses a run whose training or evaluation split cannot be read, before
+  it trains: an evaluation that fails after hours of training loses them.
+
+  Raises:
+    ConfigError: naming the split, the dataset's splits and what to do.
+  """
+  needed = {'train': [config.train_split], 'evaluate': [config.eval_split],
+            'train_and_eval': [config.train_split, config.eval_split]}
+  try:
+    data.check_splits(config.dataset, config.data_dir, needed[config.mode])
+  except data.DataError as e:
+    raise ConfigError(f'{config.mode} reads {" and ".join(needed[config.mode])}'
+                      f': {e}') from None
+  if config.use_tpu and config.mode != 'train':
+    size = data.get_info(config.dataset, config.data_dir).num_examples(
+        config.eval_split)
+    if size is None or size < config.eval_batch_size:
+      raise ConfigError(
+          f'the {config.eval_split} split of {config.dataset} has '
+          f'{"an unknown number of" if size is None else size} examples; a '
+          f'TPU evaluates whole batches of eval_batch_size '
+          f'{config.eval_batch_size}, so it needs a known size of at least '
+          'one batch')
+
+
 def _estimator(config: TrainEvalConfig, model_spec: Any,
                weights: Optional[SearchWeights]):
-  run_config = tpu.make_run_config(
+  # No estimator saver: `_train_to` passes `model_dir.CheckpointSaver`.
+  run_config = estimators.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
-      config.num_replicas, config.iterations_per_checkpoint,
-      config.keep_checkpoint_max, config.tpu, config.tpu_zone,
-      config.gcp_project, config.seed)
-  return tpu.make_estimator(
+      config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
+      config.tpu_zone, config.gcp_project, config.seed,
+      has_gpu=bool(tf.config.list_physical_devices('GPU')))
+  return estimators.make_estimator(
       model_fn_lib.make_model_fn(config, model_spec, weights), run_config,
       config.use_tpu, config.train_batch_size,
       eval_batch_size=config.eval_batch_size)
@@ -170,10 +204,15 @@ def _train_to(estimator, config: TrainEvalConfig, step: int,
   total = config.total_steps
   log_every = config.log_every_steps or max(1, min(
       config.tpu_iterations_per_loop, total // 20 or 1))
-  progress = tpu.ProgressHook(total, config.train_batch_size, log_every,
-                              label='train_eval')
+  progress = progress_lib.ProgressHook(total, config.train_batch_size,
+                                       log_every, label='train_eval')
+  # The graph goes into the events once, on a run's first start.
+  saver = model_dir_lib.CheckpointSaver(
+      config.model_dir, config.iterations_per_checkpoint,
+      write_graph=progress_lib.latest_step(config.model_dir) == 0,
+      steps_per_run=config.tpu_iterations_per_loop if config.use_tpu else 1)
   estimator.train(_input_fn(config, True), max_steps=step,
-                  hooks=[progress] + list(hooks or []))
+                  hooks=[saver, progress] + list(hooks or []))
 
 
 def _evaluate(estimator, config: TrainEvalConfig,
@@ -182,10 +221,7 @@ def _evaluate(estimator, config: TrainEvalConfig,
   input_fn = _input_fn(config, False)
   size = input_fn.info.num_examples(config.eval_split)
   steps = None
-  if config.use_tpu:
-    if size is None:
-      raise ConfigError(f'the size of the {config.eval_split} split of '
-                        f'{config.dataset} is unknown; a TPU needs it')
+  if config.use_tpu:  # `check_inputs`: a known size, at least one batch.
     steps = size // config.eval_batch_size
     size = steps * config.eval_batch_size
   metrics = estimator.evaluate(input_fn, steps=steps, name=config.eval_split)
@@ -200,9 +236,8 @@ def _evaluate(estimator, config: TrainEvalConfig,
       top_1_accuracy=float(metrics['top_1_accuracy']),
       top_5_accuracy=float(metrics['top_5_accuracy']),
       loss=float(metrics['loss']))
-  with tf.io.gfile.GFile(results_path(config.model_dir, config.eval_split),
-                         'w') as f:
-    f.write(result_to_json(result))
+  model_dir_lib.write_text(results_path(config.model_dir, config.eval_split),
+                           result_to_json(result))
   logging.info('Evaluation at step %d on %s: top-1 %.4f, top-5 %.4f, loss '
                '%.4f', result.global_step, result.split,
                result.top_1_accuracy, result.top_5_accuracy, result.loss)
@@ -228,21 +263,27 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
     The last evaluation, or None for 'train'.
 
   Raises:
-    ConfigError: bad indices, incompatible model dir, nothing to evaluate;
+    ConfigError: bad indices, incompatible model dir, nothing to evaluate,
+      a split to read that the dataset lacks (`check_inputs`);
       `model_dir.ModelDirError` (a ConfigError) if another run holds the
-      model dir or its checkpoints are damaged.
+      model dir or its checkpoints are damaged. Nothing is written then.
     WarmStartError: if `init_from_search` cannot initialise the network.
+    model_dir.DiskFullError: if a write failed for lack of disk space; the
+      checkpoints recorded before stay intact and a rerun resumes.
   """
   with model_dir_lib.exclusive(config.model_dir) as lock:
     # Everything is checked before anything is written.
     model_dir_lib.check(config.model_dir, resume_from)
-    weights = prepare(config, model_spec, lock)
-    if resume_from:
-      model_dir_lib.resume_from(config.model_dir, resume_from)
-    lock.record_holder()
-    model_dir_lib.remove_stale_temp_dirs(config.model_dir)
-    with model_dir_lib.naming_missing_variables(config.model_dir):
-      return _run_locked(config, model_spec, weights, hooks)
+    with model_dir_lib.stopping_on_full_disk(config.model_dir):
+      weights = prepare(config, model_spec, lock, resume_from)
+      lock.record_holder()
+      # Before `resume_from`: a damaged checkpoint it skips is the user's.
+      model_dir_lib.remove_unfinished_saves(config.model_dir,
+                                            config.keep_checkpoint_max)
+      if resume_from:
+        model_dir_lib.resume_from(config.model_dir, resume_from)
+      with model_dir_lib.naming_missing_variables(config.model_dir):
+        return _run_locked(config, model_spec, weights, hooks)
 
 
 def _run_locked(config: TrainEvalConfig, model_spec: Any,
@@ -251,7 +292,7 @@ def _run_locked(config: TrainEvalConfig, model_spec: Any,
   estimator = _estimator(config, model_spec, weights)
   if config.mode == 'evaluate':
     return _evaluate(estimator, config, model_spec)
-  start, total = tpu.latest_step(config.model_dir), config.total_steps
+  start, total = progress_lib.latest_step(config.model_dir), config.total_steps
   logging.info('%s training of %s in %s: step %d of %d%s', 'Resuming' if start
                else 'Starting', config.indices, config.model_dir, start,
                total, f' from search {weights.checkpoint}' if weights else '')
@@ -261,12 +302,12 @@ def _run_locked(config: TrainEvalConfig, model_spec: Any,
   step = start
   while step < total or (result is None and config.mode != 'train'):
     step = min(total, (step // chunk + 1) * chunk)
-    if tpu.latest_step(config.model_dir) < step:
+    if progress_lib.latest_step(config.model_dir) < step:
       _train_to(estimator, config, step, hooks)
     if config.mode == 'train_and_eval':
       result = _evaluate(estimator, config, model_spec)
   logging.info('Reached step %d in %s', total,
-               tpu.format_seconds(time.time() - began))
+               progress_lib.format_seconds(time.time() - began))
   return result
 
 

@@ -51,9 +51,35 @@ def test_inception_crop_area_and_aspect(seed):
   width = (out[..., 1].max() - out[..., 1].min()) * 64 / 63 + 1
   # The uint8 ramp values give the window's sides to about a pixel each
   # (bilinear sampling), hence 2 pixels per side on the area and 0.05 on the
-  # aspect ratio beyond Inception's [0.08, 1] area and [3/4, 4/3] aspect.
-  assert 0.08 * 256 ** 2 - 2 * 256 * 2 <= height * width <= 256 ** 2 + 1
+  # aspect ratio beyond the released TuNAS's [0.1, 1] area and [3/4, 4/3]
+  # aspect.
+  assert 0.1 * 256 ** 2 - 2 * 256 * 2 <= height * width <= 256 ** 2 + 1
   assert 0.75 - 0.05 <= width / height <= 4 / 3 + 0.05
+
+
+def test_inception_crop_covers_at_least_a_tenth():
+  # Over many seeds the smallest crop is near 10%, never at 8%-10%.
+  areas = []
+  for seed in range(60):
+    out = preprocessing.inception_crop(_ramp(256, 256),
+                                       tf.constant([seed, 3]), 64, 3).numpy()
+    height = (out[..., 0].max() - out[..., 0].min()) * 64 / 63 + 1
+    width = (out[..., 1].max() - out[..., 1].min()) * 64 / 63 + 1
+    areas.append(height * width / 256 ** 2)
+  assert 0.1 - 0.02 <= min(areas) < 0.3
+
+
+def test_inception_crop_without_a_crop_takes_the_centre_crop():
+  # 12 x 256: a crop of 10% of the area with aspect <= 4/3 needs a height of
+  # at least sqrt(0.1 * 12 * 256 * 3 / 4) ~ 15 pixels, more than 12. The
+  # released TuNAS takes the evaluation centre crop then (and flips it).
+  image = _ramp(12, 256)
+  centre = preprocessing.centre_crop(image, 32, 3).numpy()
+  for seed in range(4):
+    out = preprocessing.inception_crop(image, tf.constant([seed, 1]), 32,
+                                       3).numpy()
+    assert (np.array_equal(out, centre) or
+            np.array_equal(out, centre[:, ::-1])), seed
 
 
 def test_light_augment_shifts_by_at_most_one_eighth():

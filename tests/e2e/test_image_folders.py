@@ -10,10 +10,13 @@ import json
 import os
 import shutil
 
+from absl import flags
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from bin import cli
+from bin import train_eval as train_eval_cli
 from examples import make_image_folder
 from tests.e2e.test_user_spaces import TUTORIAL_SPACE
 from tests.e2e.test_user_spaces import ok
@@ -169,3 +172,24 @@ def test_tfrecords_with_split_files(tmp_path):
                               seed=0)
   images, labels = next(iter(fn({'batch_size': 4})))
   assert images.shape == (4, 32, 32, 3) and labels.dtype == tf.int32
+
+
+def test_train_eval_without_a_test_folder_is_refused_before_training(
+    tmp_path):
+  # The default --eval_split=test on a folder without test/: one line before
+  # anything is trained or written, naming the splits there are and the flag.
+  root = _write(tmp_path / 'f', train_per_class=3)
+  model_dir = tmp_path / 'final'
+  flag_values = flags.FlagValues()
+  train_eval_cli.define_flags(flag_values)
+  flag_values(['train_eval.py', '--search_space=proxylessnas_mobile',
+               f'--dataset=folder:{root}', f'--model_dir={model_dir}',
+               '--max_steps=2'])
+  with pytest.raises(cli.UsageError) as raised:
+    train_eval_cli.main(['train_eval.py'], flag_values)
+  assert str(raised.value) == (
+      f'train_and_eval reads train and test: folder:{root} has no test split '
+      '(its splits: train, validation, train_full); add a '
+      f'{root}/test folder with the same class folders, or evaluate on '
+      'validation (--eval_split=validation)')
+  assert not model_dir.exists()

@@ -17,6 +17,7 @@ from tunas_search import serialization
 from tunas_search import specs
 from tunas_search.model_dir import ModelDirError
 from tunas_search.schema import OneOf
+from tests import killed_saves
 from tests.e2e import tiny
 from tests.files import rewrite_checkpoint_without
 from tests.files import snapshot
@@ -149,28 +150,74 @@ def _graph_events(model_dir):
   return count
 
 
-def test_restarts_write_the_graph_once(tmp_path):
+def test_restarts_write_the_graph_once(tmp_path, caplog):
   model_dir = str(tmp_path / 'run')
   for stop in (2, 4, 6):  # A first start and two restarts.
+    if stop == 6:
+      # The kill while the save of 6 wrote its index: the data
+      # whole, the index empty, the temp dir, the state file naming 4.
+      killed_saves.kill_save(model_dir, 'empty_index', 'model.ckpt-4', 6)
     # Each restart is a new process: no cached summary writers.
     tf.compat.v1.summary.FileWriterCache.clear()
-    runner.run_search(tiny.tiny_config(model_dir, max_steps=6),
-                      tiny.tiny_spec(),
-                      hooks=[tf.compat.v1.train.StopAtStepHook(
-                          last_step=stop)])
+    with caplog.at_level('INFO'):
+      runner.run_search(tiny.tiny_config(model_dir, max_steps=6),
+                        tiny.tiny_spec(),
+                        hooks=[tf.compat.v1.train.StopAtStepHook(
+                            last_step=stop)])
+  removed = [r.getMessage() for r in caplog.records
+             if 'saves that did not finish' in r.getMessage()]
+  assert len(removed) == 1 and 'Removed 3 file(s)' in removed[0]
   assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-6')
+  assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-6')) is None
   assert _graph_events(model_dir) == 1
   assert not glob.glob(os.path.join(model_dir, '*.meta'))
   assert not os.path.exists(os.path.join(model_dir, 'graph.pbtxt'))
 
 
-def test_stale_temp_dir_of_a_killed_save_is_removed(finished, tmp_path):
+@pytest.mark.parametrize('kind', killed_saves.KINDS)
+def test_search_reruns_past_a_save_killed_at_any_instant(finished, tmp_path,
+                                                         kind):
+  # Checkpoints 0, 2, 4 recorded, the save of 6 killed: the rerun (already
+  # at max_steps, so it trains nothing) removes the garbage and nothing else.
   model_dir = _copy(finished, tmp_path)
-  stale = os.path.join(model_dir, 'model.ckpt-6_temp')
-  os.makedirs(stale)
-  runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
-                    tiny.tiny_spec())
-  assert not os.path.exists(stale)
+  garbage = killed_saves.kill_save(model_dir, kind, 'model.ckpt-4', 6)
+  before = killed_saves.checkpoint_files(model_dir)
+  result = runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                             tiny.tiny_spec())
+  assert result.step == 4 and result.checkpoint.endswith('model.ckpt-4')
+  after = killed_saves.checkpoint_files(model_dir)
+  assert after == {k: v for k, v in before.items() if k not in garbage}
+  assert not any(os.path.exists(os.path.join(model_dir, name))
+                 for name in garbage)
+
+
+def test_train_eval_reruns_past_a_save_killed_at_any_instant(tmp_path):
+  # Checkpoints 1, 2 recorded, the save of 3 killed at each instant: a rerun
+  # at the last step removes the garbage and nothing else; then one trains on
+  # past the kind.
+  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path / 'run')
+  config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
+                                       save_checkpoints_steps=1)
+  train_eval.run(config, test_train_eval.SPEC)
+  for kind in killed_saves.KINDS:
+    garbage = killed_saves.kill_save(model_dir, kind, 'model.ckpt-2', 3)
+    before = killed_saves.checkpoint_files(model_dir)
+    assert train_eval.run(config, test_train_eval.SPEC) is None
+    assert killed_saves.checkpoint_files(model_dir) == {
+        k: v for k, v in before.items() if k not in garbage}
+    for name in os.listdir(model_dir):  # state_file_write's whole one.
+      if name.startswith('model.ckpt-3'):
+        os.remove(os.path.join(model_dir, name))
+  model_dir = str(tmp_path / 'longer')
+  config = dataclasses.replace(config, model_dir=model_dir, max_steps=3)
+  train_eval.run(config, test_train_eval.SPEC,
+                 hooks=[tf.compat.v1.train.StopAtStepHook(last_step=2)])
+  killed_saves.kill_save(model_dir, 'empty_index', 'model.ckpt-2', 3)
+  train_eval.run(config, test_train_eval.SPEC)
+  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-3')
+  assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-3')) is None
 
 
 def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):

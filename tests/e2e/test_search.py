@@ -13,6 +13,7 @@ from tests.e2e import tiny
 from tunas_search import controller
 from tunas_search import runner
 from tunas_search import schema
+from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import deferred
 
 tf1 = tf.compat.v1
@@ -52,12 +53,15 @@ def test_writes_config_spec_and_result(finished_search):
   saved = json.loads(open(os.path.join(config.model_dir,
                                        'search_result.json')).read())
   assert saved['architecture'] == result.architecture
-  # 'auto' is recorded as what it resolved to (one replica on CPU): a resume
-  # must not resolve it anew.
+  # config.json holds the config as given; step_plan.json what 'auto'
+  # resolved to (one replica on a CPU), which a resume keeps.
   assert config.unused_weight_steps == 'auto'
   stored = json.loads(open(os.path.join(config.model_dir,
                                         'config.json')).read())
-  assert stored['unused_weight_steps'] == 'deferred'
+  assert stored['unused_weight_steps'] == 'auto'
+  plan = plan_lib.previous(config.model_dir)
+  assert plan == plan_lib.resolve(config, runner.probe_environment())
+  assert plan.shared_update == 'deferred' and plan.width_form == 'sampled'
 
 
 def test_events_hold_every_scalar_and_logit(finished_search):
@@ -138,11 +142,15 @@ def test_auto_resumes_an_every_step_run_with_every_step(tmp_path):
                            unused_weight_steps='every_step')
   with pytest.raises(KeyboardInterrupt):
     runner.run_search(first, tiny.tiny_spec(), hooks=[faults.StopAt(3)])
+  # As versions before the step plan left a model dir: the resolved value in
+  # config.json, no step_plan.json.
+  (tmp_path / plan_lib.PLAN_FILENAME).unlink()
   result = runner.run_search(tiny.tiny_config(tmp_path, max_steps=6),
                              tiny.tiny_spec())
   assert result.step == 6
   stored = json.loads((tmp_path / 'config.json').read_text())
   assert stored['unused_weight_steps'] == 'every_step'
+  assert plan_lib.previous(str(tmp_path)).shared_update == 'every_step'
   names = [n for n, _ in tf.train.list_variables(str(tmp_path))]
   assert 'global_step' in names
   assert not [n for n in names if n.startswith(deferred.SCOPE)]

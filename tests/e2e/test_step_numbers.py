@@ -22,7 +22,8 @@ from tunas_search import controller
 from tunas_search import cost_models
 from tunas_search import schema
 from tunas_search import search
-from tunas_search import tpu
+from tunas_search.config import plan as plan_lib
+from tunas_search.runtime import host_call
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -37,14 +38,14 @@ def _run_steps(config, spec, indices: List[int], steps: int,
                monkeypatch, start: int = START) -> List[Dict[str, float]]:
   """Runs `steps` steps of the real model_fn; returns the logged scalars."""
   packed_names = []
-  real_pack = tpu.pack_summaries
+  real_pack = host_call.pack_summaries
 
   def pack(scalars):
     names, packed = real_pack(scalars)
     packed_names.extend(names)
     return names, packed
 
-  monkeypatch.setattr(search.tpu, 'pack_summaries', pack)
+  monkeypatch.setattr(search.host_call_lib, 'pack_summaries', pack)
   rng = np.random.default_rng(0)
   size, channels = config.image_size, config.input_channels
   b, v = config.train_batch_size, config.validation_batch_size
@@ -55,7 +56,8 @@ def _run_steps(config, spec, indices: List[int], steps: int,
     features = {'train_images': images(b), 'validation_images': images(v)}
     labels = {'train_labels': tf.constant(rng.integers(0, 10, b)),
               'validation_labels': tf.constant(rng.integers(0, 10, v))}
-    est = search.make_model_fn(config, spec)(
+    plan = plan_lib.resolve(config)
+    est = search.make_model_fn(config, plan, spec)(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, (_, packed) = est.host_call
     decisions = schema.decisions(spec)
@@ -198,16 +200,18 @@ def test_validation_pass_waits_for_the_update_only_post_update(
   captured = {}
   real = search._validation_accuracy
 
-  def validation_accuracy(config, masked_spec, batch, after, snapshots):
+  def validation_accuracy(config, plan, masked_spec, batch, after, snapshots):
     captured['after'] = after
-    captured['accuracy'] = real(config, masked_spec, batch, after, snapshots)
+    captured['accuracy'] = real(config, plan, masked_spec, batch, after,
+                                snapshots)
     return captured['accuracy']
 
   monkeypatch.setattr(search, '_validation_accuracy', validation_accuracy)
   config = _config(tmp_path, validation_weights=validation_weights)
   with tf.Graph().as_default():
     images = tf.zeros([config.train_batch_size, 28, 28, 1])
-    search.make_model_fn(config, tiny.tiny_spec())(
+    plan = plan_lib.resolve(config)
+    search.make_model_fn(config, plan, tiny.tiny_spec())(
         {'train_images': images, 'validation_images': images},
         {'train_labels': tf.zeros([config.train_batch_size], tf.int32),
          'validation_labels': tf.zeros([config.train_batch_size], tf.int32)},

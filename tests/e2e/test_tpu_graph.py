@@ -7,6 +7,7 @@ import tensorflow as tf
 from tests.e2e import tiny
 from tunas_search import architecture
 from tunas_search import search
+from tunas_search.config import plan as plan_lib
 from tunas_search.standalone import make_model_fn
 from tunas_search.standalone.config import TrainEvalConfig
 
@@ -16,7 +17,8 @@ tf1 = tf.compat.v1
 def test_model_fn_builds_for_two_tpu_replicas(tmp_path):
   config = tiny.tiny_config(tmp_path, use_tpu=True, num_replicas=2, tpu='x',
                             train_batch_size=4)
-  model_fn = search.make_model_fn(config, tiny.tiny_spec())
+  plan = plan_lib.resolve(config)
+  model_fn = search.make_model_fn(config, plan, tiny.tiny_spec())
   per_replica = config.train_batch_size // config.num_replicas
 
   def computation(train_images, validation_images, train_labels,

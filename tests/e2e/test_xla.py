@@ -16,15 +16,15 @@ from typing import Callable, Dict, List, Tuple
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.compiler.xla import xla  # pylint: disable=g-direct-tensorflow-import
 
 import search_spaces
 from tunas_search import architecture
 from tunas_search import search
-from tunas_search import supernet
 from tunas_search.config import SearchConfig
+from tunas_search.config import plan as plan_lib
 from tunas_search.standalone import make_model_fn
 from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.tf_internals import xla
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -63,10 +63,14 @@ def _search_inputs(config, channels: int) -> List[np.ndarray]:
           rng.integers(0, config.num_classes, v).astype(np.int32)]
 
 
-def _search_computation(config, spec) -> Callable:
+def _search_computation(config, spec, use_xla: bool = False) -> Callable:
   """The search step as TPU compilation wraps it; also outputs the packed
-  host_call scalars and the sampled indices (the model_fn's collection)."""
-  model_fn = search.make_model_fn(config, spec)
+  host_call scalars and the sampled indices (the model_fn's collection).
+
+  With `use_xla`, the step is built as its plan says for XLA (functional
+  conds, masked widths, every-step updates)."""
+  plan = plan_lib.resolve(config, plan_lib.Environment(xla=use_xla))
+  model_fn = search.make_model_fn(config, plan, spec)
 
   def computation(train_images, validation_images, train_labels,
                   validation_labels):
@@ -112,10 +116,9 @@ def _search_steps(config, spec, channels: int, use_xla: bool, steps: int,
   with graph.as_default():
     tf1.set_random_seed(0)
     inputs = [tf.constant(x) for x in _search_inputs(config, channels)]
-    computation = _search_computation(config, spec)
+    computation = _search_computation(config, spec, use_xla)
     if use_xla:
-      with supernet.building_for_xla():
-        outputs = xla.compile(computation, inputs)
+      outputs = xla.compile(computation, inputs)
     else:
       outputs = computation(*inputs)
     types = {op.type for op in graph.get_operations()}
@@ -207,14 +210,14 @@ def _one_compiled_search_step(tmp_path, name: str) -> Tuple[float, float]:
       search_space=name, model_dir=str(tmp_path), num_classes=10,
       num_train_examples=10000, image_size=32, input_channels=3,
       train_batch_size=2, max_steps=100, seed=1,
-      cost_model_space=space.pixel1_model,
+      cost_model=space.cost_model,
+      cost_model_space=space.pixel1_model or space.cost_model_space,
       rl_cost_model_target=space.default_cost_target)
   graph = tf.Graph()
   with graph.as_default():
     inputs = [tf.constant(x) for x in _search_inputs(config, 3)]
-    with supernet.building_for_xla():
-      outputs = xla.compile(_search_computation(config, space.spec()),
-                            inputs)
+    outputs = xla.compile(
+        _search_computation(config, space.spec(), use_xla=True), inputs)
   results, _, _ = _run(graph, outputs, 1)
   return float(results[0][0]), results[0][1]
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tests.e2e.tiny_spec import bneck, tiny_spec  # pylint: disable=unused-import
 from tunas_search import search
+from tunas_search.config import plan as plan_lib
 from tunas_search.config import SearchConfig
 
 
@@ -29,10 +30,11 @@ def with_overrides(config: SearchConfig, **overrides) -> SearchConfig:
   return dataclasses.replace(config, **overrides)
 
 
-def search_step_spec(config: SearchConfig):
+def search_step_spec(config: SearchConfig, environment=plan_lib.Environment()):
   """`(graph, TPUEstimatorSpec)` of the search model_fn on zero batches of
-  the config's sizes."""
-  model_fn = search.make_model_fn(config, tiny_spec())
+  the config's sizes, as planned for `environment`."""
+  model_fn = search.make_model_fn(
+      config, plan_lib.resolve(config, environment), tiny_spec())
   train, validation = config.train_batch_size, config.validation_batch_size
   with tf.Graph().as_default() as graph:
     features = {'train_images': tf.zeros([train, 28, 28, 1]),

@@ -7,6 +7,7 @@ over two shards, one shard killed in its training and rerun, then reported
 by `--report_only` in a subprocess, as a user runs it.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -21,15 +22,16 @@ from absl import flags
 from bin import evaluate_search as cli
 from tests.e2e import faults
 from tests.e2e import tiny
+from tunas_search import architecture
 from tunas_search import data
 from tunas_search import runner
-from tunas_search import schema
 from tunas_search import supernet
 from tunas_search.evaluation import job
 from tunas_search.evaluation import one_shot
 from tunas_search.evaluation import report
 from tunas_search.evaluation.plan import EvaluationError
 from tunas_search.standalone import warm_start
+from tunas_search.supernet import forms
 
 tf1 = tf.compat.v1
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
@@ -119,41 +121,45 @@ def test_sharded_killed_resumed_and_reported(search_dir, tmp_path):
       'uniform_entropy']
 
 
-def _supernet_accuracy(search, indices, batch_size, num_batches):
-  """The search's own network: the supernet with one-hot tensor masks, its
-  (caught-up) shared weights and batch-statistics BN, as its validation
-  pass computes it."""
+def _standalone_accuracy(search, indices, batch_size, num_batches):
+  """The architecture built stand-alone (only its ops, its exact widths)
+  from prefix slices of the search's caught-up shared weights, with
+  batch-statistics BN: by docs/DESIGN.md "Masks" the network the supernet
+  computes for it, built another way."""
   with tf.Graph().as_default():
     ds = data.ClassifierInputFn('embedded', None, 'validation', 28,
                                 is_training=False)({'batch_size': batch_size})
     images, labels = tf1.data.make_one_shot_iterator(
         ds.take(num_batches)).get_next()
-    masks = [tf.constant(np.eye(d.num_choices, dtype=np.float32)[i])
-             for d, i in zip(schema.decisions(search.spec), indices)]
     logits = supernet.build_network(
-        schema.with_masks(search.spec, masks), images, 10, is_training=True,
-        batch_norm_mode='batch')
+        architecture.with_indices(search.spec, indices), images, 10,
+        forms.standalone(is_training=True, batch_norm_mode='batch'))
     variables = tf1.global_variables()
     weights = warm_start.SearchWeights.open(search.model_dir, search.spec,
                                             10, 1)
-    values = weights.values_for(variables)
     hits = tf.reduce_sum(tf.cast(tf.equal(
         tf.argmax(logits, -1, output_type=tf.int32), labels), tf.int32))
     with tf1.Session() as session:
-      warm_start.scaffold_init_fn(
-          [(v, values[v.name.split(':')[0]]) for v in variables])(None,
-                                                                 session)
+      warm_start.scaffold_init_fn(weights.assignments(variables))(None,
+                                                                  session)
       return sum(session.run(hits) for _ in range(num_batches)) / (
           batch_size * num_batches)
 
 
 def test_one_shot_is_the_supernet_on_that_architecture(search_dir):
   search = job.plan_lib.load_search(search_dir)
-  net = one_shot.Supernet(search.model_dir, search.config)
-  for indices in (search.result.indices, [1, 1, 1, 1, 1, 0, 2]):
-    (score,) = one_shot.accuracies(search.spec, indices, [net],
-                                   batch_size=100, num_batches=2)
-    assert score == _supernet_accuracy(search, indices, 100, 2)
+  assert search.step_plan.width_form == 'sampled'  # A CPU search's 'auto'.
+  # The search's own plan, and TuNAS's masked widths: one network.
+  nets = [one_shot.Supernet(search.model_dir, search.config, plan)
+          for plan in (search.step_plan, dataclasses.replace(
+              search.step_plan, width_form='masked'))]
+  architectures = (search.result.indices, [1, 1, 1, 1, 1, 0, 2])
+  with one_shot.Scorer(search.spec, nets, batch_size=100,
+                       num_batches=2) as scorer:
+    scores = [scorer.accuracies(indices) for indices in architectures]
+  for indices, (sampled, masked) in zip(architectures, scores):
+    assert sampled == masked == _standalone_accuracy(search, indices, 100, 2)
+  assert scores[0] != scores[1]
   assert one_shot.default_batch_size(search.config) == 16  # 4 x 4 images.
 
 

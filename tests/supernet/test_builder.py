@@ -10,13 +10,14 @@ import tensorflow as tf
 import search_spaces
 from tunas_search import architecture
 from tunas_search import schema
-from tunas_search.supernet import build_network
-from tunas_search.supernet import building_for_xla
 from tunas_search.schema import OneOf
 from tunas_search.specs import Block, Conv, ConvTower
+from tunas_search.supernet import build_network
+from tunas_search.supernet import builder
+from tunas_search.supernet import forms
 from tunas_search.supernet import supernet_init_op
 from tunas_search.supernet import WeightUses
-from tunas_search.supernet import builder
+from tunas_search.tf_internals import graph as tf_graph
 
 
 IMAGE_SIZE = 32
@@ -25,7 +26,12 @@ NUM_CLASSES = 10
 # Spaces sharing a spec function share one supernet graph; the enlarged
 # ProxylessNAS family adds nothing the MobileNetV3-like space does not test
 # (searched widths), so its graph is only built in the slow run.
-_SLOW_SPECS = ('proxylessnas_enlarged_search',)
+# Likewise the MobileNetV4 one-stage space holds every coarse and fine
+# architecture (the same layers and decisions), and Conv-S has every layer
+# kind of Conv-M and Conv-L.
+_SLOW_SPECS = ('proxylessnas_enlarged_search', 'mobilenet_v4_conv_small_coarse',
+               'mobilenet_v4_conv_small_fine', 'mobilenet_v4_conv_medium',
+               'mobilenet_v4_conv_large')
 # Grappler's graph rewrites take longer than the few steps a test runs.
 _FAST_START = tf.compat.v1.ConfigProto()
 _FAST_START.graph_options.rewrite_options.disable_meta_optimizer = True
@@ -62,8 +68,7 @@ def _build_supernet(spec) -> Supernet:
     images = tf.compat.v1.placeholder(
         tf.float32, [None, IMAGE_SIZE, IMAGE_SIZE, 3])
     logits = build_network(schema.with_masks(spec, masks), images,
-                           NUM_CLASSES, is_training=True,
-                           batch_norm_mode='batch')
+                           NUM_CLASSES, forms.every_step('masked'))
     # A random projection: sum(logits) has zero gradient through batch BN.
     weights = np.random.default_rng(1).normal(size=(NUM_CLASSES,))
     loss = tf.reduce_sum(logits * weights.astype(np.float32))
@@ -118,6 +123,12 @@ def _params():
   return out
 
 
+# Kernel-size fields -> the scope prefix of their depthwise kernels.
+_KERNEL_SCOPES = {'kernel_size': 'depthwise_k',
+                  'middle_kernel_size': 'depthwise_k',
+                  'start_kernel_size': 'start_depthwise_k'}
+
+
 @pytest.mark.parametrize('name', _params())
 def test_forward_backward_random_architecture(supernets, name):
   net = supernets(name)
@@ -134,18 +145,21 @@ def test_forward_backward_random_architecture(supernets, name):
   grads = dict(zip(names, grads))
   assert all(np.all(np.isfinite(g)) for g in grads.values())
   assert np.abs(grads['classifier/kernel']).sum() > 0
-  # Gradients reach only the selected kernel size of a searched layer.
+  # Gradients reach only the selected kernel size of a searched layer (a
+  # UIB's kernel 0 is no depthwise conv).
   checked = 0
   for d, i in zip(net.decisions, indices):
-    layer = d.path.rsplit('/', 1)[0]
-    if (f'{layer}/depthwise_k3/kernel' in grads and d.num_choices > 1
-        and d.path.endswith('/kernel_size')
+    layer, field = d.path.rsplit('/', 1)
+    scope = f'{layer}/{_KERNEL_SCOPES.get(field)}'
+    if (f'{scope}3/kernel' in grads and d.num_choices > 1
         and all(indices[p] == c for p, c in d.parents)):
       for j, k in enumerate(d.oneof.choices):
-        kernel = grads[f'{layer}/depthwise_k{k}/kernel']
-        assert (np.abs(kernel).sum() > 0) == (i == j), (d.path, k)
+        if k:
+          kernel = grads[f'{scope}{k}/kernel']
+          assert (np.abs(kernel).sum() > 0) == (i == j), (d.path, k)
       checked += 1
-  assert checked > 0 or space.is_reference
+  # A coarse MobileNetV4 space searches widths and depths only.
+  assert checked > 0 or space.is_reference or name.endswith('_coarse')
 
 
 def _all_ops_on_masks(decisions) -> List[np.ndarray]:
@@ -186,8 +200,8 @@ def _standalone_logits(spec, indices, values: Dict[str, np.ndarray],
   with graph.as_default():
     tf.compat.v1.set_random_seed(0)  # Reproducible initial weights.
     logits = build_network(architecture.with_indices(spec, indices),
-                           tf.constant(images), NUM_CLASSES, is_training=True,
-                           batch_norm_mode='stateful')
+                           tf.constant(images), NUM_CLASSES,
+                           forms.standalone(is_training=True))
     init = supernet_init_op(values)
     with tf.compat.v1.Session(graph=graph, config=_FAST_START) as session:
       session.run(tf.compat.v1.global_variables_initializer())
@@ -221,8 +235,8 @@ def test_mobilenet_v2_parameter_count():
     space = search_spaces.get('mobilenet_v2')
     spec = architecture.with_indices(space.spec(), space.default_indices())
     images = tf.compat.v1.placeholder(tf.float32, [1, 224, 224, 3])
-    logits = build_network(spec, images, 1000, is_training=False,
-                           batch_norm_mode='stateful')
+    logits = build_network(spec, images, 1000,
+                           forms.standalone(is_training=False))
     count = sum(int(np.prod(v.shape)) for v in
                 tf.compat.v1.trainable_variables())
   assert logits.shape.as_list() == [1, 1000]
@@ -236,8 +250,8 @@ def test_stand_alone_variables_have_selected_widths():
     tf.compat.v1.set_random_seed(0)  # Reproducible initial weights.
     space = search_spaces.get('mobilenet_v2')
     spec = architecture.with_indices(space.spec(), space.default_indices())
-    build_network(spec, tf.zeros([1, 32, 32, 3]), 10, is_training=False,
-                  batch_norm_mode='stateful')
+    build_network(spec, tf.zeros([1, 32, 32, 3]), 10,
+                  forms.standalone(is_training=False))
     shapes: Dict[str, Any] = {v.op.name: v.shape.as_list()
                               for v in tf.compat.v1.global_variables()}
   # Block 2, first layer: 16 -> x6 = 96 expanded, kernel 3, 24 out.
@@ -250,11 +264,10 @@ def test_stand_alone_variables_have_selected_widths():
   assert shapes['classifier/kernel'] == [1280, 10]
 
 
-def _cond_op_types(**kwargs):
+def _cond_op_types(form, **kwargs):
   with tf.Graph().as_default() as graph:
     spec = schema.with_masks(_xla_spec(), [tf.constant([0.5, 0.5])])
-    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
-                  batch_norm_mode='batch', **kwargs)
+    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, form, **kwargs)
   return {op.type for op in graph.get_operations()}
 
 
@@ -262,35 +275,52 @@ def _xla_spec():
   return ConvTower((Block((OneOf((Conv(3), Conv(5)), schema.OP),), 8),))
 
 
-def test_for_xla_builds_functional_conds():
-  assert 'Switch' in _cond_op_types()
-  types = _cond_op_types(for_xla=True)
+def test_the_xla_form_builds_functional_conds():
+  before = tf.compat.v1.control_flow_v2_enabled()
+  assert 'Switch' in _cond_op_types(forms.every_step('masked'))
+  types = _cond_op_types(forms.xla())
   assert 'Switch' not in types and types & {'If', 'StatelessIf'}
-  with building_for_xla():
-    assert 'Switch' not in _cond_op_types()
-    assert 'Switch' in _cond_op_types(for_xla=False)
-  assert 'Switch' in _cond_op_types()  # The default is restored.
+  # The toggle is restored after each build.
+  assert tf.compat.v1.control_flow_v2_enabled() == before
 
 
-def _has_conds(**kwargs) -> bool:
+def _has_conds(form, **kwargs) -> bool:
   """Whether a supernet build has any op inside a v1 cond."""
   with tf.Graph().as_default() as graph:
     spec = schema.with_masks(_xla_spec(), [tf.constant([0.5, 0.5])])
-    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
-                  batch_norm_mode='batch', **kwargs)
-  # pylint: disable=protected-access
-  return any(op._get_control_flow_context() is not None
-             for op in graph.get_operations())
+    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, form, **kwargs)
+  return any(tf_graph.in_control_flow(op) for op in graph.get_operations())
 
 
-def test_only_a_build_for_zero_gradients_has_conds():
+def test_only_the_every_step_form_has_conds():
   # TuNAS's every-step update needs zero gradients for unused weights
-  # (conds); the deferred update's build (`uses`) and one no gradient is
-  # taken through (the validation pass) need none.
-  assert _has_conds()
-  assert not _has_conds(uses=WeightUses())
-  assert not _has_conds(differentiated=False)
-  assert not _has_conds(differentiated=False, for_xla=True)  # Functional.
+  # (conds); the deferred update's build and one no gradient is taken
+  # through (the validation pass) need none.
+  assert _has_conds(forms.every_step('masked'))
+  assert _has_conds(forms.every_step('sampled'))
+  assert not _has_conds(forms.deferred('masked'), uses=WeightUses())
+  assert not _has_conds(forms.validation('sampled'))
+  assert not _has_conds(forms.xla())  # Functional.
+
+
+def test_the_deferred_form_needs_uses():
+  with tf.Graph().as_default(), pytest.raises(
+      ValueError, match=r'the deferred form records the weights it uses: '
+      r'pass uses=WeightUses\(\)'):
+    build_network(schema.with_masks(_xla_spec(), [tf.constant([0.5, 0.5])]),
+                  tf.zeros([2, 8, 8, 1]), 3, forms.deferred('masked'))
+
+
+@pytest.mark.parametrize('make, message', [
+    (lambda: forms.every_step('narrow'), "unknown width_form 'narrow'"),
+    (lambda: forms.standalone(True, dropout_rate=1.0),
+     r'dropout rates must be in \[0, 1\)'),
+    (lambda: forms.standalone(True, batch_norm_mode='frozen'),
+     "unknown batch_norm_mode 'frozen'"),
+])
+def test_a_bad_form_is_refused(make, message):
+  with pytest.raises(ValueError, match=message):
+    make()
 
 
 def test_a_deferred_build_refuses_unrecorded_or_reused_weights():
@@ -300,11 +330,11 @@ def test_a_deferred_build_refuses_unrecorded_or_reused_weights():
     spec = schema.with_masks(_xla_spec(), [tf.constant([1.0, 0.0])])
     with tf.compat.v1.variable_scope('outer'):
       with pytest.raises(ValueError, match=r'not recorded: .*outer/blocks'):
-        build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
-                      batch_norm_mode='batch', uses=WeightUses())
+        build_network(spec, tf.zeros([2, 8, 8, 1]), 3,
+                      forms.deferred('masked'), uses=WeightUses())
     # Outside, the same build is accepted.
-    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, is_training=True,
-                  batch_norm_mode='batch', uses=WeightUses())
+    build_network(spec, tf.zeros([2, 8, 8, 1]), 3, forms.deferred('masked'),
+                  uses=WeightUses())
     # A weight two choices share is refused by name.
     uses = WeightUses()
     uses.add('w', tf.constant(1.0))

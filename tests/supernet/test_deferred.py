@@ -17,8 +17,9 @@ from tests.e2e import tiny
 from tunas_search import config as config_lib
 from tunas_search import search
 from tunas_search import supernet as supernet_lib
-from tunas_search.supernet import dead_gradients
+from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import deferred
+from tunas_search.tf_internals import dead_gradients
 
 tf1 = tf.compat.v1
 
@@ -80,7 +81,8 @@ def _run(tmp_path, mode: str, validation_weights: str, nan_step=None,
         'validation_images': tf.constant(rng.rand(16, 28, 28, 1), tf.float32)}
     labels = {'train_labels': tf.constant(rng.randint(10, size=4)),
               'validation_labels': tf.constant(rng.randint(10, size=16))}
-    spec = search.make_model_fn(config, tiny.tiny_spec())(
+    plan = plan_lib.resolve(config)
+    spec = search.make_model_fn(config, plan, tiny.tiny_spec())(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     indices = tf1.get_collection(search.SAMPLED_INDICES)[0]
     weights = search._model_variables()  # pylint: disable=protected-access
@@ -140,7 +142,8 @@ def test_reads_and_updates_of_deferred_weights_wait_for_their_catch_up(
                 'validation_images': tf.zeros([16, 28, 28, 1])}
     labels = {'train_labels': tf.zeros([4], tf.int32),
               'validation_labels': tf.zeros([16], tf.int32)}
-    search.make_model_fn(config, tiny.tiny_spec())(
+    plan = plan_lib.resolve(config)
+    search.make_model_fn(config, plan, tiny.tiny_spec())(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     names_var, = [v for v in tf1.global_variables()
                   if v.op.name == deferred.NAMES]
@@ -307,18 +310,15 @@ def test_auto_is_the_default_and_defers_only_on_one_replica_off_tpu(
     tmp_path):
   config = tiny.tiny_config(tmp_path)
   assert config.unused_weight_steps == 'auto'
-  assert config.defers_unused_weight_steps
-  assert config.settled().unused_weight_steps == 'deferred'
+  assert plan_lib.resolve(config).shared_update == 'deferred'
   for overrides in ({'use_tpu': True, 'tpu': 'my-tpu'},
                     {'num_replicas': 2, 'multi_worker': True},
                     {'num_replicas': 2}):
     other = tiny.tiny_config(tmp_path, **overrides)
-    assert not other.defers_unused_weight_steps, overrides
-    assert other.settled().unused_weight_steps == 'every_step', overrides
-  assert not tiny.tiny_config(tmp_path, unused_weight_steps='every_step'
-                              ).defers_unused_weight_steps
-  assert tiny.tiny_config(tmp_path, unused_weight_steps='deferred'
-                          ).defers_unused_weight_steps
+    assert plan_lib.resolve(other).shared_update == 'every_step', overrides
+  for update in ('every_step', 'deferred'):
+    assert plan_lib.resolve(tiny.tiny_config(
+        tmp_path, unused_weight_steps=update)).shared_update == update
 
 
 @pytest.mark.parametrize('overrides', [

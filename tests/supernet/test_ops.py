@@ -11,6 +11,7 @@ from tunas_search.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
                                 Residual, Zero)
 from tunas_search.supernet import build_network
+from tunas_search.supernet import forms
 from tunas_search.supernet import ops
 from tunas_search.supernet import regularization_loss
 from tunas_search.supernet import slice_to_shape
@@ -96,8 +97,8 @@ def test_bfloat16_matches_float32():
       tf.compat.v1.set_random_seed(0)
       logits = build_network(
           schema.with_masks(spec, [tf.constant(m) for m in masks]),
-          tf.constant(_images()), 5, is_training=True,
-          batch_norm_mode='batch', dtype=dtype)
+          tf.constant(_images()), 5, forms.every_step('masked'),
+          dtype=dtype)
       assert logits.dtype == tf.float32
       outputs[dtype] = _run(logits, graph)
   assert np.all(np.isfinite(outputs[tf.bfloat16]))
@@ -116,12 +117,11 @@ def test_path_dropout_only_when_training():
     # training passes drop the same examples about once in 4,096 runs.
     tf.compat.v1.set_random_seed(0)
     images = tf.constant(_images())
-    kwargs = dict(batch_norm_mode='stateful', path_dropout_rate=0.5)
-    plain = build_network(spec, images, 5, is_training=False,
-                          batch_norm_mode='stateful')
-    evals = build_network(spec, images, 5, is_training=False, **kwargs)
-    train = [build_network(spec, images, 5, is_training=True, **kwargs)
-             for _ in range(4)]
+    plain = build_network(spec, images, 5, forms.standalone(False))
+    evals = build_network(spec, images, 5, forms.standalone(
+        False, path_dropout_rate=0.5))
+    train = [build_network(spec, images, 5, forms.standalone(
+        True, path_dropout_rate=0.5)) for _ in range(4)]
     plain, evals, train = _run([plain, evals, train], graph)
   np.testing.assert_array_equal(plain, evals)
   assert any(np.abs(t - train[0]).max() > 1e-4 for t in train[1:])
@@ -166,8 +166,8 @@ def test_stateful_training_inside_searched_op_is_rejected():
         _tiny_spec(), [tf.constant(np.eye(d.num_choices, dtype=np.float32)[0])
                        for d in schema.decisions(_tiny_spec())])
     with pytest.raises(ValueError, match='stateful batch norm'):
-      build_network(spec, tf.constant(_images()), 5, is_training=True,
-                    batch_norm_mode='stateful')
+      build_network(spec, tf.constant(_images()), 5,
+                    forms.standalone(is_training=True))
 
 
 def test_regularization_loss_hand_checked():
@@ -233,9 +233,14 @@ def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED,
     tf.compat.v1.set_random_seed(0)
     images = tf.constant(_images(channels=3))
     fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
-    logits = build_network(schema.with_masks(spec, fed), images, 5,
-                           is_training=True, batch_norm_mode='batch',
-                           for_xla=for_xla, width_form=width_form, uses=uses)
+    if for_xla:
+      form = forms.xla()
+    elif uses is not None:
+      form = forms.deferred(width_form)
+    else:
+      form = forms.every_step(width_form)
+    logits = build_network(schema.with_masks(spec, fed), images, 5, form,
+                           uses=uses)
     loss = tf.reduce_sum(logits * tf.constant(
         np.random.default_rng(1).normal(size=(4, 5)).astype('f4')))
     weights = tf.compat.v1.trainable_variables()
@@ -268,8 +273,7 @@ def _validation_loss(spec, masks, width_form):
     fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
     logits = build_network(schema.with_masks(spec, fed),
                            tf.constant(_images(channels=3)), 5,
-                           is_training=True, batch_norm_mode='batch',
-                           width_form=width_form, differentiated=False)
+                           forms.validation(width_form))
     loss = tf.reduce_sum(logits * tf.constant(
         np.random.default_rng(1).normal(size=(4, 5)).astype('f4')))
     with tf.compat.v1.Session() as session:
@@ -346,7 +350,7 @@ def test_inactive_choices_add_no_tensor_to_the_input_gradient():
                for d in schema.decisions(spec)]
       logits = build_network(schema.with_masks(spec, masks),
                              tf.constant(_images(channels=3)), 5,
-                             is_training=True, batch_norm_mode='batch')
+                             forms.every_step('masked'))
       grads = tf.gradients(logits, tf.compat.v1.trainable_variables())
       total = tf.add_n([tf.reduce_sum(g) for g in grads])
       names = _ops_run(total)
@@ -366,9 +370,8 @@ def test_an_unselected_choice_without_conds_runs_no_op_on_its_weights():
     mask = tf.compat.v1.placeholder_with_default(
         np.array([1.0, 0.0], 'f4'), [2])
     logits = build_network(schema.with_masks(spec, [mask]),
-                           tf.constant(_images()), 3, is_training=True,
-                           batch_norm_mode='batch', dtype=tf.bfloat16,
-                           differentiated=False)
+                           tf.constant(_images()), 3,
+                           forms.validation('masked'), dtype=tf.bfloat16)
     ran = set(_ops_run(logits))
 
   def weight_side(choice):

@@ -20,7 +20,7 @@ from tunas_search import specs
 from tunas_search.schema import OneOf
 from tunas_search.supernet import MaskedWeightDecay
 from tunas_search.supernet import build_network
-from tunas_search.supernet import building_for_xla
+from tunas_search.supernet import forms
 from tunas_search.supernet import widths
 
 IMAGE_SIZE = 32
@@ -82,8 +82,7 @@ def _build(spec) -> TwoForms:
     for form in FORMS:
       decay = MaskedWeightDecay()
       logits = build_network(masked_spec, images, NUM_CLASSES,
-                             is_training=True, batch_norm_mode='batch',
-                             decay=decay, width_form=form)
+                             forms.every_step(form), decay=decay)
       loss = tf.reduce_sum(logits * projection) + decay.loss(4e-5)
       variables = tf.compat.v1.trainable_variables()
       grads = tf.gradients(loss, variables)
@@ -172,8 +171,7 @@ def _conv_input_channels(form: str, filters_index: int) -> List[int]:
     mask = np.eye(3, dtype=np.float32)[filters_index]
     images = tf.zeros([1, 8, 8, 3])
     logits = build_network(schema.with_masks(spec, [tf.constant(mask)]),
-                           images, 2, is_training=True,
-                           batch_norm_mode='batch', width_form=form)
+                           images, 2, forms.every_step(form))
     convs = [op for op in graph.get_operations() if op.type == 'Conv2D']
     with tf.compat.v1.Session(graph=graph, config=_FAST_START) as session:
       session.run(tf.compat.v1.global_variables_initializer())
@@ -233,29 +231,26 @@ def test_width_decision_tagged_op_is_refused():
   with tf.Graph().as_default():
     masked = schema.with_masks(spec, [tf.constant([1.0, 0.0])])
     with pytest.raises(ValueError, match=r"blocks/0/filters: .*tagged 'op'"):
-      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
-                    batch_norm_mode='batch', width_form='sampled')
+      build_network(masked, tf.zeros([1, 8, 8, 3]), 2,
+                    forms.every_step('sampled'))
     # The masked form takes it (op warm-up's fractional mask is a mixture).
-    build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
-                  batch_norm_mode='batch', width_form='masked')
+    build_network(masked, tf.zeros([1, 8, 8, 3]), 2,
+                  forms.every_step('masked'))
 
 
 def test_unknown_width_form_is_refused():
-  with tf.Graph().as_default(), pytest.raises(ValueError, match='width_form'):
-    build_network(search_spaces.get('proxylessnas_mobile').spec(),
-                  tf.zeros([1, 32, 32, 3]), 2, is_training=True,
-                  batch_norm_mode='batch', width_form='narrow')
+  for make in (forms.every_step, forms.deferred, forms.validation):
+    with pytest.raises(ValueError, match="unknown width_form 'narrow'"):
+      make('narrow')
 
 
 def test_xla_build_is_masked():
-  """XLA needs static shapes: a build for XLA ignores width_form=sampled."""
+  """XLA needs static shapes: the XLA form computes no sampled width."""
   spec = specs.ConvTower((
       specs.Block((specs.Conv(3),), OneOf([8, 16], schema.FILTERS)),))
   with tf.Graph().as_default() as graph:
     masked = schema.with_masks(spec, [tf.constant([1.0, 0.0])])
-    with building_for_xla():
-      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=True,
-                    batch_norm_mode='batch', width_form='sampled')
+    build_network(masked, tf.zeros([1, 8, 8, 3]), 2, forms.xla())
     assert not [op for op in graph.get_operations() if op.type == 'Slice']
 
 
@@ -267,13 +262,16 @@ def test_stateful_batch_norm_at_a_sampled_width_is_refused():
     masked = schema.with_masks(spec, [tf.constant([1.0, 0.0])])
     with pytest.raises(ValueError, match='blocks/0/layers/0/bn_k3: stateful '
                        'batch norm cannot run at a sampled width'):
-      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, is_training=False,
-                    batch_norm_mode='stateful', width_form='sampled')
+      # No named form asks for it; the builder still refuses it.
+      build_network(masked, tf.zeros([1, 8, 8, 3]), 2, dataclasses.replace(
+          forms.standalone(is_training=False), sampled_widths=True))
 
 
 def test_config_choices_are_the_builder_forms():
-  # config.py names the forms without importing TensorFlow; they must not
-  # drift from the builder's.
+  # config/validation.py names the forms without importing TensorFlow; they
+  # must not drift from the builder's.
   from tunas_search import config  # pylint: disable=g-import-not-at-top
+  from tunas_search.config import plan  # pylint: disable=g-import-not-at-top
   from tunas_search.supernet import widths  # pylint: disable=g-import-not-at-top
   assert set(config.SUPERNET_WIDTHS) == {'auto', *widths.WIDTH_FORMS}
+  assert set(plan.WIDTH_FORMS) == set(widths.WIDTH_FORMS)

@@ -15,12 +15,13 @@ import tensorflow as tf
 
 from tunas_search import architecture
 from tunas_search import schema
-from tunas_search.supernet import MaskedWeightDecay
-from tunas_search.supernet import WeightUses
 from tunas_search.supernet import build_network
-from tunas_search.supernet import dead_gradients
+from tunas_search.supernet import forms
+from tunas_search.supernet import MaskedWeightDecay
 from tunas_search.supernet import reading_snapshots
 from tunas_search.supernet import regularization_loss
+from tunas_search.supernet import WeightUses
+from tunas_search.tf_internals import dead_gradients
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), '..', 'e2e'))
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -79,7 +80,7 @@ def _build(masks: List[np.ndarray], as_tensors: bool):
       masks = [tf.constant(m, tf.float32) for m in masks]
     decay = MaskedWeightDecay()
     build_network(schema.with_masks(spec, masks), tf.zeros([2, 28, 28, 1]),
-                  10, is_training=True, batch_norm_mode='batch', decay=decay)
+                  10, forms.every_step('masked'), decay=decay)
     loss = decay.loss(WEIGHT_DECAY)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
@@ -129,8 +130,8 @@ def test_stand_alone_network_gets_plain_l2_over_its_kernels():
   graph = tf.Graph()
   with graph.as_default():
     spec = architecture.with_indices(tiny.tiny_spec(), INDICES)
-    build_network(spec, tf.zeros([2, 28, 28, 1]), 10, is_training=True,
-                  batch_norm_mode='stateful')
+    build_network(spec, tf.zeros([2, 28, 28, 1]), 10,
+                  forms.standalone(is_training=True))
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       assign = [v.assign(values[v.name.split(':')[0]])
@@ -186,8 +187,8 @@ def test_decay_terms_of_unused_kernels_can_be_dead():
              for m in _masks(warmup=False)]
     with reading_snapshots(snapshots):
       build_network(schema.with_masks(tiny.tiny_spec(), masks),
-                    tf.zeros([2, 28, 28, 1]), 10, is_training=True,
-                    batch_norm_mode='batch', decay=decay, uses=uses)
+                    tf.zeros([2, 28, 28, 1]), 10, forms.deferred('masked'),
+                    decay=decay, uses=uses)
     once = uses.used_once()
     kernels = [v for v in tf.compat.v1.trainable_variables()
                if v.op.name in SAMPLED]

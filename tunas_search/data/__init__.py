@@ -17,6 +17,7 @@ from tunas_search.data.base import MIN_IMAGE_SIZE
 from tunas_search.data.base import SPLITS
 from tunas_search.data.base import validate_image_size
 from tunas_search.data.catalog import check_available
+from tunas_search.data.catalog import check_splits
 from tunas_search.data.catalog import DEFAULT_DATASET
 from tunas_search.data.catalog import find_unreadable
 from tunas_search.data.catalog import get_info
@@ -32,6 +33,7 @@ from tunas_search.data.preprocessing import untranspose_images
 __all__ = [
     'DataError', 'DatasetInfo', 'DataSource', 'MAX_IMAGE_SIZE',
     'MIN_IMAGE_SIZE', 'SPLITS', 'validate_image_size', 'check_available',
+    'check_splits',
     'DEFAULT_DATASET', 'find_unreadable', 'get_info', 'get_source',
     'is_user_dataset', 'REGISTRY', 'load_embedded',
     'ClassifierInputFn', 'SearchInputFn', 'transpose_images',

@@ -11,6 +11,11 @@ import tensorflow as tf
 from tunas_search.config import MAX_IMAGE_SIZE  # pylint: disable=unused-import
 from tunas_search.config import MIN_IMAGE_SIZE  # pylint: disable=unused-import
 
+# The largest input side a dataset defaults to (its images' side, capped):
+# TuNAS's 224 (docs/method.md section 3). Larger inputs, up to
+# MAX_IMAGE_SIZE, only when asked for (--image_size).
+MAX_DEFAULT_IMAGE_SIZE = 224
+
 # Split names used everywhere in tunas_search.data:
 #   'train'      the part of the official training set that trains the weights
 #                (shared weights during a search, or a stand-alone model);
@@ -92,6 +97,15 @@ class DataSource(abc.ABC):
   def check_available(self) -> None:
     """Raises DataError (one clear line) if the data cannot be read."""
 
+  def check_split(self, split: str) -> None:
+    """Raises DataError (one line) unless this dataset has `split`.
+
+    Every dataset has 'train', 'validation' (held out of the official
+    training set where the data has none) and 'train_full'; sources
+    without a test split override this.
+    """
+    check_split(split)
+
   @abc.abstractmethod
   def examples(self, split: str, *, shuffle_files: bool = False,
                seed: Optional[int] = None,
@@ -118,8 +132,17 @@ def check_split(split: str) -> None:
                     f'{", ".join(SPLITS)}')
 
 
+def no_test_split(name: str, advice: str) -> DataError:
+  """The error for a dataset without a test split, naming those it has."""
+  others = ', '.join(s for s in SPLITS if s != 'test')
+  return DataError(f'{name} has no test split (its splits: {others}); '
+                   f'{advice}, or evaluate on validation '
+                   '(--eval_split=validation)')
+
+
 def validate_image_size(image_size: int) -> int:
-  """Returns `image_size` if it is an integer in [28, 224].
+  """Returns `image_size` if it is an integer in [MIN_IMAGE_SIZE,
+  MAX_IMAGE_SIZE].
 
   Raises:
     DataError: naming the bad value and the valid range.

@@ -2,7 +2,7 @@
 'folder:PATH' and 'tfrecord:PATTERN' for a user's own images."""
 
 import functools
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from tunas_search import registry
 from tunas_search.data import base
@@ -96,6 +96,21 @@ def check_available(dataset_name: str, data_dir: Optional[str] = None,
     DataError: naming the dataset and the path, if the data is missing.
   """
   get_source(dataset_name, data_dir, num_validation).check_available()
+
+
+def check_splits(dataset_name: str, data_dir: Optional[str],
+                 splits: Sequence[str],
+                 num_validation: Optional[int] = None) -> None:
+  """Checks that a dataset has every split a run will read, before the run
+  writes or trains anything (`DataSource.check_split`).
+
+  Raises:
+    registry.UnknownNameError: for an unknown dataset name.
+    DataError: naming the first missing split and the splits there are.
+  """
+  source = get_source(dataset_name, data_dir, num_validation)
+  for split in splits:
+    source.check_split(split)
 
 
 def find_unreadable(dataset_name: str, num_validation: Optional[int] = None

@@ -168,19 +168,22 @@ class FolderSource(base.DataSource):
   def check_available(self) -> None:
     """Checked when made (see __init__)."""
 
+  def check_split(self, split: str) -> None:
+    """See DataSource.check_split: 'test' needs a test/ folder."""
+    base.check_split(split)
+    if self.splits[split] is None:
+      raise base.no_test_split(
+          self.info.name, f'add a {os.path.join(self.root, TEST)} folder '
+          'with the same class folders')
+
   def files(self, split: str) -> Files:
     """(path, label) of `split`, in order.
 
     Raises:
       DataError: for a test split without a test/ folder.
     """
-    base.check_split(split)
-    found = self.splits[split]
-    if found is None:
-      raise base.DataError(f'{self.info.name} has no test split: add a '
-                           f'{os.path.join(self.root, TEST)} folder with the '
-                           'same class folders, or evaluate on validation')
-    return found
+    self.check_split(split)
+    return self.splits[split]
 
   def examples(self, split: str, *, shuffle_files: bool = False,
                seed: Optional[int] = None,

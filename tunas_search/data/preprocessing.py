@@ -7,11 +7,15 @@ import tensorflow as tf
 from tunas_search.data import base
 
 # docs/method.md section 6, "Preprocessing" (TuNAS): Inception-style random
-# crops covering 8%-100% of the image with aspect ratio 3/4-4/3 (Szegedy et
-# al., "Going deeper with convolutions", 2015), then a horizontal flip and a
-# bicubic resize.
+# crops (Szegedy et al., "Going deeper with convolutions", 2015) with aspect
+# ratio 3/4-4/3 and an area range of 8%-100%, of which the released code's
+# crops must cover at least 10% of the image (its `min_object_covered`);
+# where 10 attempts find no such crop, it takes the evaluation centre crop
+# instead. Then a horizontal flip and a bicubic resize.
 CROP_AREA_RANGE = (0.08, 1.0)
+CROP_MIN_COVERED = 0.1
 CROP_ASPECT_RANGE = (3. / 4., 4. / 3.)
+CROP_ATTEMPTS = 10
 # Evaluation centre crop: 224 of 256 pixels (docs/method.md section 6,
 # "Preprocessing").
 CENTRE_CROP_FRACTION = 224. / 256.
@@ -61,7 +65,10 @@ def normalize(image: tf.Tensor, mean: Sequence[float],
 
 def inception_crop(image: tf.Tensor, seed: tf.Tensor, image_size: int,
                    channels: int) -> tf.Tensor:
-  """Random crop (area 8%-100%, aspect 3/4-4/3), flip, bicubic resize.
+  """Random crop (area 10%-100%, aspect 3/4-4/3), flip, bicubic resize.
+
+  Without such a crop in CROP_ATTEMPTS tries (a very elongated image), the
+  centre crop of evaluation, flipped at random, as the released TuNAS.
 
   Args:
     image: uint8 [H, W, C] or a scalar tf.string JPEG.
@@ -74,16 +81,22 @@ def inception_crop(image: tf.Tensor, seed: tf.Tensor, image_size: int,
   """
   seeds = tf.random.experimental.stateless_split(seed, 2)
   whole_image = tf.constant([0., 0., 1., 1.], shape=[1, 1, 4])
+  shape = _shape(image)
   offset, size, _ = tf.image.stateless_sample_distorted_bounding_box(
-      _shape(image), whole_image, seed=seeds[0],
-      # Equal to the smallest area, so it adds no constraint of its own.
-      min_object_covered=CROP_AREA_RANGE[0],
+      shape, whole_image, seed=seeds[0],
+      min_object_covered=CROP_MIN_COVERED,
       aspect_ratio_range=CROP_ASPECT_RANGE, area_range=CROP_AREA_RANGE,
-      max_attempts=10, use_image_if_no_bounding_boxes=True)
-  image = _crop(image, offset[:2], size[:2], channels)
+      max_attempts=CROP_ATTEMPTS, use_image_if_no_bounding_boxes=True)
+  # Without a crop the whole image comes back (as would a crop of all of it,
+  # which the released code treats the same way).
+  found = tf.reduce_any(tf.not_equal(size[:2], shape[:2]))
+  image = tf.cond(
+      found,
+      lambda: _resize(_crop(image, offset[:2], size[:2], channels),
+                      image_size),
+      lambda: centre_crop(image, image_size, channels))
   image = tf.image.stateless_random_flip_left_right(image, seeds[1])
-  return tf.ensure_shape(_resize(image, image_size),
-                         [image_size, image_size, channels])
+  return tf.ensure_shape(image, [image_size, image_size, channels])
 
 
 def light_augment(image: tf.Tensor, seed: tf.Tensor, image_size: int,
@@ -91,8 +104,8 @@ def light_augment(image: tf.Tensor, seed: tf.Tensor, image_size: int,
   """Resize, random shift (pad and crop back) and horizontal flip.
 
   For small low-resolution images (28x28 Fashion-MNIST, 32x32 CIFAR-10) an
-  Inception crop of 8% of the area would keep about 8x8 pixels, too little to
-  recognise the object, so only small shifts and flips are used.
+  Inception crop of 10% of the area would keep about 9x9 pixels, too little
+  to recognise the object, so only small shifts and flips are used.
 
   Args:
     image: uint8 [H, W, C] (decoded).

@@ -77,14 +77,21 @@ class TfdsSource(base.DataSource):
     """Raises DataError unless data_dir holds the prepared TFDS dataset."""
     check_tfds_available(self.info.name, self._tfds_name, self._data_dir)
 
+  def check_split(self, split: str) -> None:
+    """See DataSource.check_split: 'test' needs a TFDS test or validation
+    split."""
+    base.check_split(split)
+    if self.split_names[split] is None:
+      raise base.no_test_split(
+          f'dataset {self.info.name!r}',
+          "its TFDS data has neither a 'test' nor a 'validation' split")
+
   def examples(self, split: str, *, shuffle_files: bool = False,
                seed: Optional[int] = None,
                shard: Optional[Tuple[int, int]] = None) -> tf.data.Dataset:
     """See DataSource.examples."""
-    base.check_split(split)
+    self.check_split(split)
     tfds_split = self.split_names[split]
-    if tfds_split is None:
-      raise base.DataError(f'dataset {self.info.name!r} has no test split')
     input_context = None
     if shard is not None and shard[1] > 1:
       # Shards whole files, so each host reads only its own files.
@@ -191,11 +198,12 @@ def generic(name: str, data_dir: Optional[str],
   height, width, channels = image.shape
   small = bool(height and width and
                max(height, width) <= LIGHT_AUGMENTATION_MAX_SIZE)
-  size = height if height and height == width else base.MAX_IMAGE_SIZE
+  size = (height if height and height == width
+          else base.MAX_DEFAULT_IMAGE_SIZE)
   info = base.DatasetInfo(
       name=name, num_classes=label.num_classes, channels=channels or 3,
       default_image_size=min(max(size, base.MIN_IMAGE_SIZE),
-                             base.MAX_IMAGE_SIZE),
+                             base.MAX_DEFAULT_IMAGE_SIZE),
       num_train=num_train_full - num_validation,
       num_validation=num_validation,
       num_test=(builder_info.splits[test_split].num_examples

@@ -123,15 +123,18 @@ class TfrecordSource(base.DataSource):
   def check_available(self) -> None:
     """Checked when made (see __init__)."""
 
+  def check_split(self, split: str) -> None:
+    """See DataSource.check_split: 'test' needs test files."""
+    base.check_split(split)
+    if split == 'test' and not self.paths['test']:
+      raise base.no_test_split(
+          self.info.name, f'use a pattern with {SPLIT_FIELD} and test files')
+
   def examples(self, split: str, *, shuffle_files: bool = False,
                seed: Optional[int] = None,
                shard: Optional[Tuple[int, int]] = None) -> tf.data.Dataset:
     """See DataSource.examples: decoded uint8 [H, W, C] images."""
-    base.check_split(split)
-    if split == 'test' and not self.paths['test']:
-      raise base.DataError(
-          f'{self.info.name} has no test split: use a pattern with '
-          f'{SPLIT_FIELD} and test files, or evaluate on validation')
+    self.check_split(split)
     held_out = bool(self.held_out)
     if split == 'train_full':
       paths = self.paths['train'] + self.paths['validation']

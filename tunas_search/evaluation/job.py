@@ -26,7 +26,6 @@ import tensorflow as tf
 from tunas_search import architecture
 from tunas_search import config as config_lib
 from tunas_search import data
-from tunas_search import tpu
 from tunas_search import train_eval
 from tunas_search.evaluation import candidates as candidates_lib
 from tunas_search.evaluation import one_shot
@@ -35,6 +34,7 @@ from tunas_search.evaluation import report
 from tunas_search.evaluation.candidates import Candidate
 from tunas_search.evaluation.config import CONFIG_FILENAME, EvaluationConfig
 from tunas_search.evaluation.plan import EvaluationError, Plan, Search
+from tunas_search.runtime import progress
 from tunas_search.standalone import TrainEvalConfig
 
 gfile = tf.io.gfile
@@ -221,28 +221,33 @@ def trainings(plan: Plan, config: EvaluationConfig
 
 def _one_shot(config: EvaluationConfig, plan: Plan,
               searches: Sequence[Search]) -> None:
-  nets = [one_shot.Supernet(s.model_dir, s.config) for s in searches]
+  todo = [c for c in _mine(unique(plan), config)
+          if not gfile.exists(one_shot_path(config.output_dir, c))]
+  if not todo:
+    return
+  nets = [one_shot.Supernet(s.model_dir, s.config, s.step_plan)
+          for s in searches]
   batch = config.one_shot_batch_size or one_shot.default_batch_size(
       searches[0].config)
-  for candidate in _mine(unique(plan), config):
-    path = one_shot_path(config.output_dir, candidate)
-    if gfile.exists(path):
-      continue
-    began = time.time()
-    try:
-      scores = one_shot.accuracies(
-          searches[0].spec, architecture.parse_indices(candidate.architecture),
-          nets,
-          batch_size=batch, num_batches=config.one_shot_batches,
-          data_dir=config.data_dir)
-    except (ValueError, train_eval.WarmStartError) as e:
-      raise EvaluationError(f'one-shot score of {candidate.id}: '
-                            f'{str(e).splitlines()[0]}') from None
-    write_atomically(path, json.dumps(
-        {'candidate': candidate.id, 'batch_size': batch,
-         'batches': config.one_shot_batches, 'accuracies': scores}))
-    logging.info('evaluation: one-shot %s: %s (%.1fs)', candidate.id,
-                 ', '.join(f'{a:.4f}' for a in scores), time.time() - began)
+  try:
+    with one_shot.Scorer(searches[0].spec, nets, batch_size=batch,
+                         num_batches=config.one_shot_batches,
+                         data_dir=config.data_dir) as scorer:
+      for candidate in todo:
+        began = time.time()
+        scores = scorer.accuracies(
+            architecture.parse_indices(candidate.architecture))
+        write_atomically(one_shot_path(config.output_dir, candidate),
+                         json.dumps({'candidate': candidate.id,
+                                     'batch_size': batch,
+                                     'batches': config.one_shot_batches,
+                                     'accuracies': scores}))
+        logging.info('evaluation: one-shot %s: %s (%.1fs)', candidate.id,
+                     ', '.join(f'{a:.4f}' for a in scores),
+                     time.time() - began)
+  except (ValueError, train_eval.WarmStartError) as e:
+    raise EvaluationError(f'one-shot scores: {str(e).splitlines()[0]}'
+                          ) from None
 
 
 def run(config: EvaluationConfig, hooks=None) -> Optional[Dict[str, Any]]:
@@ -279,12 +284,12 @@ def run(config: EvaluationConfig, hooks=None) -> Optional[Dict[str, Any]]:
     result = _train(config, searches[0], candidate, r, hooks)
     write_atomically(result_path(config.output_dir, candidate, r),
                      json.dumps(result, indent=1))
-    elapsed = time.time() - began
+    eta = (time.time() - began) / done * (len(todo) - done)
     logging.info(
         'evaluation: %s run %d: validation %.4f, test %.4f; %d of %d '
         'trainings of this shard done, ETA %s', candidate.id, r,
         result['validation'], result['test'], len(mine) - len(todo) + done,
-        len(mine), tpu.format_seconds(elapsed / done * (len(todo) - done)))
+        len(mine), progress.format_seconds(eta))
     if config.num_shards == 1:
       write_report(config, plan)
   if config.num_shards > 1:

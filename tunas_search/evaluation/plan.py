@@ -20,6 +20,7 @@ from tunas_search import analysis
 from tunas_search import cost_models
 from tunas_search import selection
 from tunas_search import serialization
+from tunas_search.config import plan as step_plan_lib
 from tunas_search.config import SearchConfig
 from tunas_search.evaluation import candidates as candidates_lib
 from tunas_search.evaluation.candidates import Candidate
@@ -46,11 +47,13 @@ class Search:
     config: its config.
     spec: its model spec.
     result: the analysis of its final checkpoint.
+    step_plan: the form its steps took (`config.plan.previous`).
   """
   model_dir: str
   config: SearchConfig
   spec: Any
   result: analysis.Analysis
+  step_plan: step_plan_lib.StepPlan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +104,13 @@ def load_search(model_dir: str) -> Search:
     raise EvaluationError(
         f'search model dir {model_dir} is not finished (step {result.step} '
         f'of {config.total_steps}); evaluate it once it is')
-  return Search(model_dir, config, spec, result)
+  try:
+    # A search whose model dir records no plan resolved 'auto' on a CPU.
+    step_plan = (step_plan_lib.previous(model_dir) or
+                 step_plan_lib.resolve(config))
+  except step_plan_lib.ConfigError as e:
+    raise EvaluationError(f'search model dir {model_dir}: {e}') from None
+  return Search(model_dir, config, spec, result, step_plan)
 
 
 def check_agree(searches: Sequence[Search]) -> None:

@@ -13,8 +13,9 @@ import tensorflow as tf
 from tunas_search import architecture
 from tunas_search import schedules
 from tunas_search import supernet
-from tunas_search import tpu
 from tunas_search.data import untranspose_images
+from tunas_search.runtime import host_call as host_call_lib
+from tunas_search.runtime import replicas
 from tunas_search.standalone import warm_start
 from tunas_search.standalone.config import TrainEvalConfig
 
@@ -35,11 +36,10 @@ def network(config: TrainEvalConfig, masked_spec: Any, images: tf.Tensor,
   """
   before = {v.name for v in tf1.global_variables()}
   logits = supernet.build_network(
-      masked_spec, images, config.num_classes, is_training=is_training,
-      batch_norm_mode='stateful',
-      dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32,
-      dropout_rate=config.effective_dropout_rate,
-      path_dropout_rate=config.path_dropout_rate)
+      masked_spec, images, config.num_classes, supernet.forms.standalone(
+          is_training, dropout_rate=config.effective_dropout_rate,
+          path_dropout_rate=config.path_dropout_rate),
+      dtype=tf.bfloat16 if config.use_bfloat16 else tf.float32)
   created = [v for v in tf1.global_variables() if v.name not in before]
   return logits, created
 
@@ -70,7 +70,7 @@ def _train_spec(config: TrainEvalConfig, logits: tf.Tensor,
   learning_rate = schedules.cosine_with_warmup(
       step, config.scaled_model_learning_rate, config.total_steps,
       config.warmup_steps)
-  optimizer = tpu.model_optimizer(config, learning_rate)
+  optimizer = replicas.model_optimizer(config, learning_rate)
   # Stateful BN's moving averages are updated with every step.
   with tf.control_dependencies(tf1.get_collection(tf1.GraphKeys.UPDATE_OPS)):
     train_op = optimizer.minimize(loss, global_step=global_step,
@@ -81,10 +81,10 @@ def _train_spec(config: TrainEvalConfig, logits: tf.Tensor,
              'model/learning_rate': learning_rate,
              'model/train_accuracy': tf.reduce_mean(tf.cast(correct,
                                                             tf.float32))}
-  names, packed = tpu.pack_summaries(scalars)
+  names, packed = host_call_lib.pack_summaries(scalars)
   # Logged under the number of the step that produced them (the checkpoint
   # written after it), at loops, checkpoints and the last step, as a search.
-  host_call = tpu.make_host_call(
+  host_call = host_call_lib.make_host_call(
       config.model_dir, names, packed, step + 1,
       (config.tpu_iterations_per_loop, config.iterations_per_checkpoint),
       final_step=config.total_steps)

@@ -64,8 +64,10 @@ class SearchWeights:
       The checked checkpoint.
 
     Raises:
-      WarmStartError: if the dir is not a search, has no checkpoint, searched
-        another spec, or its classifier or stem have other shapes.
+      WarmStartError: if the dir is not a search, has no checkpoint (a save
+        in progress or unfinished is none: the state file names only whole
+        ones), its latest cannot be read, it searched another spec, or its
+        classifier or stem have other shapes.
     """
     try:
       search_config, search_spec = analysis.load_search(search_dir)
@@ -85,8 +87,13 @@ class SearchWeights:
     if not checkpoint:
       raise WarmStartError(f'init_from_search: {search_dir} has no checkpoint '
                            'yet; wait for the search to write one')
-    reader = tf.train.load_checkpoint(checkpoint)
-    step = int(reader.get_tensor(tf1.GraphKeys.GLOBAL_STEP))
+    try:
+      reader = tf.train.load_checkpoint(checkpoint)
+      step = int(reader.get_tensor(tf1.GraphKeys.GLOBAL_STEP))
+    except (tf.errors.OpError, ValueError) as e:
+      raise WarmStartError(
+          f'init_from_search: cannot read checkpoint {checkpoint} of '
+          f'{search_dir}: {_message(e)}') from None
     return cls(search_dir, checkpoint, step, search_config.model_momentum,
                search_config.model_rmsprop_decay)
 

@@ -1,8 +1,7 @@
 """Masked layers and the spec -> network builder (supernet and stand-alone)."""
 
+from tunas_search.supernet import forms
 from tunas_search.supernet.builder import build_network
-from tunas_search.supernet.builder import building_for_xla
-from tunas_search.supernet.builder import xla_build_active
 from tunas_search.supernet.deferred import DeferredRMSProp
 from tunas_search.supernet.ops import reading_snapshots
 from tunas_search.supernet.weights import MaskedWeightDecay
@@ -15,9 +14,7 @@ from tunas_search.supernet.weights import WeightUses
 
 __all__ = [
     'DeferredRMSProp', 'MaskedWeightDecay', 'WeightUses', 'build_network',
-    'building_for_xla',
-    'is_weight_decayed',
+    'forms', 'is_weight_decayed',
     'reading_snapshots', 'regularization_loss',
     'slice_to_shape', 'supernet_assignments', 'supernet_init_op',
-    'xla_build_active',
 ]

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from tunas_search import specs
 from tunas_search.schema import OneOf
+from tunas_search.supernet import forms
 from tunas_search.supernet import ops
 from tunas_search.supernet import widths
 from tunas_search.supernet.ops import BuildContext
@@ -248,6 +249,14 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
   return Built(apply, out_width, layer.strides)
 
 
+def _build_uib(layer: specs.UniversalInvertedBottleneck, path: str,
+               in_width: Width, out_width: Width, ctx: BuildContext) -> Built:
+  """MobileNetV4's UIB (`uib.build_uib`)."""
+  # Imported here: uib.py builds on this module's helpers.
+  from tunas_search.supernet import uib  # pylint: disable=g-import-not-at-top
+  return uib.build_uib(layer, path, in_width, out_width, ctx)
+
+
 def _build_activation(layer: specs.Activation, path: str, in_width: Width,
                       out_width: Width, ctx: BuildContext) -> Built:
   del path, out_width, ctx
@@ -328,6 +337,7 @@ _BUILDERS = {
     specs.Conv: _build_conv,
     specs.SeparableConv: _build_separable,
     specs.DepthwiseBottleneck: _build_bottleneck,
+    specs.UniversalInvertedBottleneck: _build_uib,
     specs.Activation: _build_activation,
     specs.Residual: _build_residual,
     specs.Zero: _build_zero,
@@ -378,80 +388,34 @@ def _classifier(features: tf.Tensor, width: Width, num_classes: int,
   return tf.matmul(pooled, kernel) + b
 
 
-# `building_for_xla` sets this default of `build_network(for_xla=None)`.
-_FOR_XLA = [False]
-
-
-@contextlib.contextmanager
-def building_for_xla():
-  """While active, `build_network` builds for XLA unless told otherwise.
-
-  For callers that reach the builder through a model_fn which does not pass
-  `for_xla` (tests, benchmarks). Not thread-safe: builds are single-threaded.
-  """
-  was = _FOR_XLA[0]
-  _FOR_XLA[0] = True
-  try:
-    yield
-  finally:
-    _FOR_XLA[0] = was
-
-
-def xla_build_active() -> bool:
-  """Whether `build_network(for_xla=None)` builds for XLA right now."""
-  return _FOR_XLA[0]
-
-
 def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
-                  num_classes: int, *, is_training: bool,
-                  batch_norm_mode: str, dtype: tf.DType = tf.float32,
-                  dropout_rate: float = 0.0,
-                  path_dropout_rate: float = 0.0,
+                  num_classes: int, form: forms.Form, *,
+                  dtype: tf.DType = tf.float32,
                   decay: Optional[MaskedWeightDecay] = None,
-                  uses: Optional[WeightUses] = None,
-                  for_xla: Optional[bool] = None,
-                  width_form: str = widths.MASKED,
-                  differentiated: bool = True) -> tf.Tensor:
-  """Builds the network of a masked spec on `images`.
+                  uses: Optional[WeightUses] = None) -> tf.Tensor:
+  """Builds the network of a masked spec on `images`, in a named form.
 
   Numpy one-hot masks give a stand-alone network (only the selected ops, exact
-  widths); tensor masks give a supernet (largest widths, masked; op choices
-  run conditionally). Variables are named after spec paths inside the
-  caller's variable scope and reused by later calls (AUTO_REUSE).
+  widths); tensor masks give a supernet (largest widths, masked or sliced to
+  the sampled width; op choices run conditionally), built as `form` says
+  (`forms`: standalone, xla, every_step, deferred, validation). Variables
+  are named after spec paths inside the caller's variable scope and reused
+  by later calls (AUTO_REUSE).
 
   Args:
     model_spec: a `ConvTower` with a mask on every OneOf.
     images: float32 [N, H, W, C] with static H, W and C.
     num_classes: classifier outputs.
-    is_training: enables dropout, path dropout and stateful BN updates.
-    batch_norm_mode: 'batch' (batch statistics always, for search) or
-      'stateful' (moving averages, updated in UPDATE_OPS when training).
+    form: how to build (`forms`).
     dtype: compute dtype, tf.float32 or tf.bfloat16; variables stay float32.
-    dropout_rate: dropout before the classifier (training only).
-    path_dropout_rate: stochastic depth on residual branches (training only).
     decay: if given, collects the weight-decay term of every kernel this
       build uses, masked by the sampled path (`MaskedWeightDecay`); pass it
       to the training build only.
-    uses: if given, records the op scales of every variable this build
-      creates or reuses (`WeightUses`, for `deferred.DeferredRMSProp`), and
-      builds op choices without conds: a weight of an unselected choice
-      gets a dead gradient, not a zero one (`dead_gradients`). Every
-      weight of a choice must then be used by that choice alone, which
-      the build checks.
-    for_xla: build the conds as functional `If` ops, which XLA (TPU,
-      `xla.compile`) compiles about 2.5x faster than v1 Switch/Merge; the
-      default v1 conds build about 3x faster and suit CPU and GPU graphs
-      (docs/xla.md). None: True only inside `building_for_xla()`. The
-      computed values are the same either way.
-    width_form: how a supernet computes searched widths: 'masked' (the
-      largest width, masked; TuNAS's form) or 'sampled' (variables sliced to
-      the sampled width, so a step costs what the sampled network costs;
-      docs/method.md section 4). Same values either way, to float
-      tolerance. XLA needs static shapes: a build for XLA is always masked.
-    differentiated: whether gradients will be taken through the build.
-      False (e.g. the validation pass) builds op choices without conds,
-      as `uses` does; a gradient through such a build would be dead for
-      every weight of an unselected choice, not zero.
+    uses: records the op scales of every variable this build creates or
+      reuses (`WeightUses`, for `deferred.DeferredRMSProp`); the deferred
+      form needs it, and checks that every weight of an op choice is used
+      by that choice alone (its gradient is dead where the choice did not
+      run).
 
   Returns:
     float32 logits [N, num_classes].
@@ -460,31 +424,26 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     ValueError: on bad arguments, a missing or malformed mask, or a spec the
       builder cannot build.
   """
-  if batch_norm_mode not in ops.BATCH_NORM_MODES:
-    raise ValueError(f'unknown batch_norm_mode {batch_norm_mode!r}; valid: '
-                     f'{ops.BATCH_NORM_MODES}')
+  if not isinstance(form, forms.Form):
+    raise ValueError(f'form must be a supernet.forms.Form, got {form!r}')
   if dtype not in (tf.float32, tf.bfloat16):
     raise ValueError(f'dtype must be float32 or bfloat16, got {dtype}')
-  if not 0 <= dropout_rate < 1 or not 0 <= path_dropout_rate < 1:
-    raise ValueError('dropout rates must be in [0, 1)')
-  if width_form not in widths.WIDTH_FORMS:
-    raise ValueError(f'unknown width_form {width_form!r}; valid: '
-                     f'{widths.WIDTH_FORMS}')
-  if for_xla is None:
-    for_xla = _FOR_XLA[0]
-  ctx = BuildContext(is_training, batch_norm_mode, dtype, path_dropout_rate,
-                     model_spec.filters_base, decay=decay, uses=uses,
-                     sampled_widths=(width_form == widths.SAMPLED
-                                     and not for_xla),
+  if form.records_uses and uses is None:
+    raise ValueError(f'the {form.name} form records the weights it uses: '
+                     'pass uses=WeightUses()')
+  ctx = BuildContext(form.is_training, form.batch_norm_mode, dtype,
+                     form.path_dropout_rate, model_spec.filters_base,
+                     decay=decay, uses=uses,
+                     sampled_widths=form.sampled_widths,
                      # Conds cost ~25 graph nodes per choice (`ops.switch`);
                      # without, an unselected choice's gradients are dead.
-                     dead_branches=(not for_xla and (uses is not None
-                                                     or not differentiated)))
+                     dead_branches=form.choices == forms.DEAD)
   x = tf.cast(images, dtype)
   width = widths.fixed(images.shape[-1])
   read: Set[str] = set()
   with contextlib.ExitStack() as stack:
-    stack.enter_context(ops.v2_control_flow() if for_xla
+    stack.enter_context(ops.v2_control_flow()
+                        if form.choices == forms.FUNCTIONAL
                         else ops.v1_control_flow())
     if ctx.dead_branches and uses is not None:
       stack.enter_context(_reading_names(read))
@@ -496,7 +455,7 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
                             block_width, ctx)
         x = tf.zeros_like(x) if built.apply is None else built.apply(x)
         width = built.width
-    logits = _classifier(x, width, num_classes, ctx, dropout_rate)
+    logits = _classifier(x, width, num_classes, ctx, form.dropout_rate)
   if read:
     _check_dead_gradients(uses, read)
   return logits

@@ -25,12 +25,10 @@ in a step that does not use it (`gradients`, `dead_gradients`): nothing of an
 unused weight's backward pass runs. Each group's catch-up and update is one
 call of a graph function (`_GroupSteps`): TensorFlow's executor visits every
 node of a step, dead ones too, and a group's steps written out are ~8 nodes
-per weight (the step of `bench/step_cost.py`'s 7-choice op tower has 8,926
-nodes written out, 5,799 with the calls). Row-indexed
-ops given every row or none (scatters, TensorFlow's sparse RMSProp) started
-~3 s sooner for `proxylessnas_search`, but a gather or scatter switches a
-resource variable to copy-on-read, so every later read copies it: the
-`mobilenet_v3_like_search` step went from 196 to 262 ms (2026-11-24).
+per weight (docs/DESIGN.md, "Control flow"). Row-indexed ops given every row
+or none (scatters, TensorFlow's sparse RMSProp) are not used: a gather or
+scatter switches a resource variable to copy-on-read, so that every later
+read copies it.
 
 A checkpoint holds each weight as of its last use, with the step count it
 is current to (`NAMES`, `CURRENT_TO`); `caught_up` gives its value at the
@@ -38,18 +36,16 @@ checkpoint's step. One replica only: replicas that sample different
 architectures would share the union of their gradients.
 """
 
-import contextlib
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
-# TF1's graph functions (`Defun`), which can be kept from being inlined
-# (`_GroupSteps`).
-from tensorflow.python.framework import function as graph_function  # pylint: disable=g-direct-tensorflow-import
 
-from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import ops
 from tunas_search.supernet.weights import WeightUses
+from tunas_search.tf_internals import dead_gradients
+from tunas_search.tf_internals import functions
+from tunas_search.tf_internals import graph as tf_graph
 
 tf1 = tf.compat.v1
 
@@ -140,17 +136,6 @@ def _update_body(num_weights: int, learning_rate: tf.Tensor, rho: tf.Tensor,
       grad=grad) for i, grad in enumerate(grads)]
 
 
-def _graph_function(python_function: Callable, name: str,
-                    types: Sequence[tf.DType]) -> Callable:
-  """`python_function` as a graph function that is never inlined.
-
-  `name` is the function's name in the graph (and its calls' op type),
-  with a hash of its definition.
-  """
-  python_function.__name__ = name
-  return graph_function.Defun(*types, noinline=True)(python_function)
-
-
 class _GroupSteps:
   """A group's catch-up or update as one call of a graph function.
 
@@ -179,7 +164,7 @@ class _GroupSteps:
       def function(*args):
         with tf.control_dependencies(body(num_weights, *args)):
           return tf.constant(True)  # A function returns something.
-      self._functions[key] = _graph_function(
+      self._functions[key] = functions.never_inlined(
           function, f'{body.__name__.strip("_")}_{num_weights}',
           [tf.float32] * len(values) + [tf.resource] * len(handles))
     return self._functions[key](*values, *handles).op
@@ -205,7 +190,7 @@ class _GroupNorms:
     key = tuple(g.dtype for g in grads)
     if key not in self._functions:
       # A wrapper per function: Defun names the function it decorates.
-      self._functions[key] = _graph_function(
+      self._functions[key] = functions.never_inlined(
           lambda *args: _half_squared_norm(*args),
           f'half_squared_norm_{len(grads)}', key)
     norm = self._functions[key](*grads)
@@ -235,15 +220,12 @@ class DeferredRMSProp:
     step: the global step read at the start of this step (int64 scalar).
     learning_rate: float32 scalar.
     decay, momentum, epsilon: RMSProp's (docs/method.md section 6).
-    bookkeeping_device: where the vector of the steps each weight is
-      current to lives (with its gathers and scatters), e.g. the host CPU
-      beside a GPU (`tpu.pin_control_ops`); None: TensorFlow's placement.
   """
 
   def __init__(self, variables: Sequence[tf.Variable], uses: WeightUses,
                snapshots: Mapping[str, tf.Tensor], step: tf.Tensor,
                learning_rate: tf.Tensor, *, decay: float, momentum: float,
-               epsilon: float, bookkeeping_device: Optional[str] = None):
+               epsilon: float):
     self._learning_rate = learning_rate
     # One tensor each, which every update captures (a float argument would
     # be a constant per weight: ~1,000 more graph ops).
@@ -263,9 +245,7 @@ class DeferredRMSProp:
       groups.setdefault(key, (scales, []))[1].append(var)
     ordered = [v for _, vs in groups.values() for v in vs]
     names = [_base_name(v.name) for v in ordered]
-    self._bookkeeping_device = bookkeeping_device
-    with tf1.variable_scope(SCOPE, reuse=tf1.AUTO_REUSE), \
-        self._on_bookkeeping_device():
+    with tf1.variable_scope(SCOPE, reuse=tf1.AUTO_REUSE):
       # Only read from checkpoints (`caught_up`): which entry of
       # `current_to` belongs to which weight.
       tf1.get_variable('names', initializer=tf.constant(names or [''],
@@ -321,12 +301,8 @@ class DeferredRMSProp:
           if read is not None:
             # The read was built with the training pass, before this group
             # existed; it must still see the weight after its catch-up.
-            _read_op(read)._add_control_input(caught_up.op)  # pylint: disable=protected-access
+            tf_graph.add_control_input(_read_op(read), caught_up.op)
         self._groups.append((used[g], span, group, caught_up))
-
-  def _on_bookkeeping_device(self):
-    return (tf.device(self._bookkeeping_device) if self._bookkeeping_device
-            else contextlib.nullcontext())
 
   def _create_slots(self, var: tf.Variable) -> Tuple[tf.Variable, tf.Variable]:
     """(mean square, momentum), named and initialised as TensorFlow's RMSProp."""
@@ -405,8 +381,8 @@ class DeferredRMSProp:
         norms.append(dead_gradients.or_zero(self._norms(parts), used))
       else:
         # Live every step: written out, each part starts as soon as its
-        # gradient exists, where a call waits for the last one (the
-        # 1-choice tower of `bench/step_cost.py` took 1.4 ms longer, 64x64).
+        # gradient exists, where a call waits for the last one
+        # (docs/DESIGN.md, "Control flow").
         norms.append(_half_squared_norm(*parts))
     return norms
 
@@ -425,11 +401,8 @@ class DeferredRMSProp:
     """
     grads = {v.ref(): g for g, v in grads_and_vars}
     updates = []
-    # With the bookkeeping on the host, so are the groups' predicates:
-    # `finite` crosses once, not once per group.
-    with self._on_bookkeeping_device():
-      takes = tf.unstack(tf.logical_and(self._used, finite),
-                         num=len(self._groups))
+    takes = tf.unstack(tf.logical_and(self._used, finite),
+                       num=len(self._groups))
     next_step = self._step + 1
     learning_rate = tf.convert_to_tensor(self._learning_rate, tf.float32)
     with ops.v1_control_flow():

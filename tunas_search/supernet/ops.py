@@ -12,8 +12,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from tunas_search.supernet import dead_gradients
 from tunas_search.supernet import weights
+from tunas_search.tf_internals import dead_gradients
+from tunas_search.tf_internals import graph as tf_graph
 
 # docs/method.md section 2: BN epsilon 0.001 and stand-alone momentum 0.99.
 BN_EPSILON = 1e-3
@@ -383,17 +384,11 @@ def _routed_switch(x: tf.Tensor, branches: List[Branch],
   no Switch per tensor it reads nor a cond's Merge and pivots (~25 graph
   nodes per choice; a step's nodes cost about as much dead as live).
   """
-  graph = tf.compat.v1.get_default_graph()
-  outer = graph._get_control_flow_context()  # pylint: disable=protected-access
   active = [coef > 0 for coef, _ in branches]
 
   def context_free(fn, *args):
-    graph._set_control_flow_context(None)  # pylint: disable=protected-access
-    try:
-      with dead_gradients.routing():
-        return fn(*args)
-    finally:
-      graph._set_control_flow_context(outer)  # pylint: disable=protected-access
+    with tf_graph.outside_control_flow(), dead_gradients.routing():
+      return fn(*args)
 
   taps, none = context_free(_route, x, active)
   outputs = []

@@ -16,7 +16,6 @@ option per choice, weighted by its mask entry, and takes one of two forms
 """
 
 import dataclasses
-import weakref
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
@@ -25,6 +24,7 @@ import tensorflow as tf
 from tunas_search import schema
 from tunas_search import specs
 from tunas_search.schema import OneOf
+from tunas_search.tf_internals import slices
 
 # How a supernet computes a searched width (see the module docstring).
 MASKED = 'masked'
@@ -104,27 +104,6 @@ def map_widths(width: Width, fn: Callable[[int], int]) -> Width:
                       sampled=width.size is not None)
 
 
-# The gradient of `narrow`'s slices. TensorFlow's Slice gradient computes
-# the padding from the input's rank and shape and the begin at run time
-# (~12 ops per slice, ~400 slices in `mobilenet_v3_like_search`); a narrow
-# slice begins at 0 and has a static input shape, so its padding is
-# [0, full - size] on each axis, and slices of one size share it.
-NARROW_GRADIENT = 'TunasNarrow'
-# graph -> {(key, id of the control-flow context built in): tensor}: the
-# size vectors of `narrow`'s slices and their gradients' paddings.
-_SHARED = weakref.WeakKeyDictionary()
-
-
-def _shared(key: Tuple[Any, ...], make: Callable[[], tf.Tensor]) -> tf.Tensor:
-  """`make()`, built once per graph, key and control-flow context."""
-  graph = tf.compat.v1.get_default_graph()
-  cache = _SHARED.setdefault(graph, {})
-  key = (key, id(graph._get_control_flow_context()))  # pylint: disable=protected-access
-  if key not in cache:
-    cache[key] = make()
-  return cache[key]
-
-
 def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
   """`value` cut to the sampled size of each axis given a sampled width.
 
@@ -136,7 +115,8 @@ def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
   Returns:
     `value` itself when no axis has a sampled size, else the prefix slice;
     the gradient of the slice reaches the variable zero-padded, as the
-    masked form's gradient is zero beyond the sampled width (`_narrow_grad`).
+    masked form's gradient is zero beyond the sampled width
+    (`tf_internals.slices.prefix_slice`).
   """
   sizes = [None if w is None else w.size for w in axes]
   if all(s is None for s in sizes):
@@ -146,25 +126,12 @@ def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
   # Every axis's size is given (the full one where nothing is sampled, not
   # -1), so that the gradient's padding is `full - size`; slices of one
   # size (a BN's gamma and beta) share it, and so their padding.
-  size = _shared(
+  size = slices.shared(
       ('size',) + tuple(n if s is None else s.name
                         for n, s in zip(full, sizes)),
       lambda: tf.stack([tf.constant(n) if s is None else s
                         for n, s in zip(full, sizes)]))
-  graph = tf.compat.v1.get_default_graph()
-  with graph.gradient_override_map({'Slice': NARROW_GRADIENT}):
-    return tf.slice(value, [0] * len(sizes), size)
-
-
-@tf.RegisterGradient(NARROW_GRADIENT)
-def _narrow_grad(op, grad):
-  """The slice's gradient zero-padded to the sliced tensor's shape."""
-  size = op.inputs[2]
-  full = op.inputs[0].shape.as_list()
-  paddings = _shared(('padding', size.name, tuple(full)), lambda: tf.stack(
-      [tf.zeros([len(full)], size.dtype),
-       tf.constant(full, size.dtype) - size], axis=1))
-  return tf.pad(grad, paddings), None, None
+  return slices.prefix_slice(value, size)
 
 
 def selected_index(oneof: OneOf, path: str) -> Optional[int]:

@@ -1,0 +1,198 @@
+"""The step plan: every `auto` of a search step resolved once, and kept.
+
+`plan.resolve` against the config, the environment and the plan of the run
+a model dir holds; `plan.previous` for model dirs with and without a
+step_plan.json (those an older version wrote).
+"""
+
+import dataclasses
+import json
+
+import pytest
+
+from tunas_search import config as config_lib
+from tunas_search.config import ConfigError, SearchConfig
+from tunas_search.config import plan as plan_lib
+from tunas_search.config.plan import Environment
+
+GPU = Environment(has_gpu=True)
+XLA = Environment(xla=True)
+
+
+def _config(model_dir='/unused', **overrides) -> SearchConfig:
+  values = dict(search_space='proxylessnas_search', model_dir=str(model_dir),
+                num_classes=10, num_train_examples=1000, image_size=32,
+                train_batch_size=32, rl_cost_model_target=84.0)
+  values.update(overrides)
+  return SearchConfig(**values)
+
+
+def _tpu(replicas=8, **overrides):
+  return dict(use_tpu=True, tpu='x', num_replicas=replicas, **overrides)
+
+
+def test_the_default_plan_on_a_cpu():
+  plan = plan_lib.resolve(_config())
+  assert plan == plan_lib.StepPlan(
+      xla=False, width_form='sampled', shared_update='deferred',
+      validation_weights='pre_update', gradient_sync_barrier=True,
+      controller_on_host=False, compute_dtype='float32')
+  assert plan.describe() == (
+      'step plan: graph build, sampled widths, deferred RMSProp, pre_update '
+      'validation, barrier on, controller placed by TensorFlow, float32')
+
+
+@pytest.mark.parametrize('overrides, environment, widths, update', [
+    (dict(), Environment(), 'sampled', 'deferred'),
+    # XLA needs static shapes and keeps TuNAS's every-step update.
+    (_tpu(), Environment(), 'masked', 'every_step'),
+    (dict(), XLA, 'masked', 'every_step'),
+    # Replicas sampling different architectures share their gradients.
+    (dict(num_replicas=2), Environment(), 'sampled', 'every_step'),
+    (dict(num_replicas=2, multi_worker=True), GPU, 'sampled', 'every_step'),
+    (dict(supernet_widths='masked', unused_weight_steps='every_step'),
+     Environment(), 'masked', 'every_step'),
+    (dict(unused_weight_steps='every_step'), GPU, 'sampled', 'every_step'),
+])
+def test_auto_widths_and_updates(overrides, environment, widths, update):
+  plan = plan_lib.resolve(_config(**overrides), environment)
+  assert (plan.width_form, plan.shared_update) == (widths, update)
+  assert plan.xla == (environment.xla or bool(overrides.get('use_tpu')))
+
+
+@pytest.mark.parametrize('overrides, has_gpu, on_host', [
+    (dict(), True, True),  # auto: one replica on a GPU.
+    (dict(), False, False),  # auto on a CPU: nothing to move.
+    (dict(num_replicas=2), True, False),
+    (dict(num_replicas=2, multi_worker=True), True, False),
+    (_tpu(), True, False),
+    (dict(controller_placement='host'), False, True),
+    (dict(controller_placement='default'), True, False),
+])
+def test_auto_places_the_controller_on_the_host_only_beside_one_gpu(
+    overrides, has_gpu, on_host):
+  plan = plan_lib.resolve(_config(**overrides), Environment(has_gpu=has_gpu))
+  assert plan.controller_on_host is on_host
+
+
+def test_the_config_fields_pass_through():
+  plan = plan_lib.resolve(_config(
+      validation_weights='post_update', use_gradient_sync_barrier=False,
+      use_bfloat16=True))
+  assert plan.validation_weights == 'post_update'
+  assert not plan.gradient_sync_barrier and plan.compute_dtype == 'bfloat16'
+
+
+@pytest.mark.parametrize('weights, barrier, update, waits', [
+    ('pre_update', True, 'deferred', False),
+    ('pre_update', False, 'every_step', False),
+    ('post_update', True, 'every_step', True),
+    ('post_update', False, 'every_step', False),
+    # The deferred update's catch-ups write weights outside the barrier.
+    ('post_update', False, 'deferred', True),
+])
+def test_validation_after_update(weights, barrier, update, waits):
+  plan = plan_lib.resolve(_config(
+      validation_weights=weights, use_gradient_sync_barrier=barrier,
+      unused_weight_steps=update))
+  assert plan.validation_after_update is waits
+
+
+@pytest.mark.parametrize('overrides, environment, message', [
+    (dict(supernet_widths='sampled'), XLA,
+     'supernet_widths=sampled cannot run under XLA (it needs static shapes); '
+     'use masked or auto'),
+    (dict(unused_weight_steps='deferred'), XLA,
+     'unused_weight_steps=deferred cannot run under XLA; use every_step or '
+     'auto'),
+    # The deferred form divides by sqrt(ms + epsilon) with ms decayed over
+    # idle steps (docs/method.md): an epsilon of 0 could give NaN.
+    (dict(model_rmsprop_epsilon=0.0), Environment(),
+     'unused_weight_steps=deferred needs model_rmsprop_epsilon > 0, got 0.0; '
+     'use every_step'),
+])
+def test_what_cannot_run_here_is_one_line(overrides, environment, message):
+  with pytest.raises(ConfigError) as error:
+    plan_lib.resolve(_config(**overrides), environment)
+  assert str(error.value) == message
+
+
+def test_epsilon_zero_is_fine_with_every_step_updates():
+  plan = plan_lib.resolve(_config(model_rmsprop_epsilon=0.0,
+                                  unused_weight_steps='every_step'))
+  assert plan.shared_update == 'every_step'
+
+
+def test_a_plan_is_checked_and_round_trips():
+  plan = plan_lib.resolve(_config(), GPU)
+  assert plan_lib.StepPlan.from_json(plan.to_json()) == plan
+  with pytest.raises(ConfigError, match='an XLA build has masked widths'):
+    dataclasses.replace(plan, xla=True)
+  with pytest.raises(ConfigError, match="unknown width_form 'narrow'"):
+    dataclasses.replace(plan, width_form='narrow')
+  with pytest.raises(ConfigError, match='not a step plan'):
+    plan_lib.StepPlan.from_json('{"xla": false}')
+
+
+def test_a_resumed_run_keeps_its_update(tmp_path):
+  every_step = dataclasses.replace(plan_lib.resolve(_config()),
+                                   shared_update='every_step')
+  resumed = plan_lib.resolve(_config(), Environment(), every_step)
+  assert resumed.shared_update == 'every_step'
+  # Other choices follow the config and the machine anew.
+  moved = plan_lib.resolve(_config(supernet_widths='masked'), GPU, every_step)
+  assert moved.width_form == 'masked' and moved.controller_on_host
+  with pytest.raises(ConfigError) as error:
+    plan_lib.resolve(_config(unused_weight_steps='deferred'), Environment(),
+                     every_step)
+  assert str(error.value) == (
+      'model dir /unused was written by an incompatible config: '
+      "unused_weight_steps (was 'every_step', now 'deferred')")
+
+
+def _write_config(model_dir, **overrides):
+  config = _config(model_dir, **overrides)
+  config_lib.write_or_check(config, '{"spec": 1}')
+  return config
+
+
+def test_a_new_run_writes_its_plan_and_resumes_with_it(tmp_path):
+  assert plan_lib.previous(str(tmp_path)) is None
+  plan = plan_lib.resolve(_write_config(tmp_path))
+  plan_lib.write(plan, str(tmp_path))
+  # config.json keeps the config as given; the plan what it resolved to.
+  stored = json.loads((tmp_path / config_lib.CONFIG_FILENAME).read_text())
+  assert stored['unused_weight_steps'] == 'auto'
+  assert plan_lib.previous(str(tmp_path)) == plan
+  assert sorted(p.name for p in tmp_path.iterdir()) == [
+      'config.json', 'model_spec.json', 'step_plan.json']
+
+
+@pytest.mark.parametrize('recorded, update', [
+    ('deferred', 'deferred'), ('every_step', 'every_step'),
+    (None, 'every_step')])  # Written before the field existed.
+def test_a_model_dir_written_before_plans_resumes_as_it_ran(tmp_path,
+                                                            recorded, update):
+  # Older versions recorded 'auto' resolved in config.json, and no plan.
+  values = json.loads(_config(tmp_path).to_json())
+  if recorded is None:
+    del values['unused_weight_steps']
+  else:
+    values['unused_weight_steps'] = recorded
+  (tmp_path / config_lib.CONFIG_FILENAME).write_text(json.dumps(values))
+  previous = plan_lib.previous(str(tmp_path))
+  assert previous.shared_update == update
+  assert plan_lib.resolve(_config(tmp_path), Environment(),
+                          previous).shared_update == update
+
+
+def test_a_damaged_plan_is_one_line(tmp_path):
+  _write_config(tmp_path)
+  (tmp_path / plan_lib.PLAN_FILENAME).write_text('{"xla": tru')
+  with pytest.raises(ConfigError) as error:
+    plan_lib.previous(str(tmp_path))
+  message = str(error.value)
+  assert message.startswith(f'{tmp_path / plan_lib.PLAN_FILENAME} cannot be '
+                            'used: not a step plan (')
+  assert message.endswith('restore it or use another --model_dir')
+  assert '\n' not in message

@@ -1,0 +1,10 @@
+# Source from the repository root: `source tools/gpu_offline/env.sh ROOT`, where ROOT
+# holds the unpacked bundle (py/ and site/; tools/gpu_offline/make_bundle.sh).
+R=$1
+export PYTHONHOME=$R/py PYTHONPATH=$R/site:$PWD PYTHONNOUSERSITE=1 PYTHONUNBUFFERED=1
+L=""; for d in "$R"/site/nvidia/*/lib; do L="$L:$d"; done
+CUDA_DRIVER=$( (ldconfig -p | awk '/libcuda.so.1 / {print $NF; exit}';
+  find /usr/local/nvidia /usr/lib /usr/lib64 -name libcuda.so.1 2>/dev/null) | head -1)
+export LD_LIBRARY_PATH="$R/py/lib${L}${CUDA_DRIVER:+:$(dirname "$CUDA_DRIVER")}:${LD_LIBRARY_PATH:-}:$R/py/lib/deps"
+export PATH=$R/py/bin:$PATH
+unset VIRTUAL_ENV
