@@ -110,12 +110,17 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
     raise cli.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
   config = build_config(flag_values)
   # TensorFlow-heavy modules only once the flags are known to be good.
-  from tunas_search.evaluation import job  # pylint: disable=g-import-not-at-top
-  from tunas_search.evaluation import report  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from tunas_search import model_dir as model_dir_lib
+  from tunas_search.evaluation import job
+  from tunas_search.evaluation import report
+  # pylint: enable=g-import-not-at-top
   try:
     built = job.run(config)
   except job.EvaluationError as e:
     raise cli.UsageError(str(e)) from None
+  except model_dir_lib.DiskFullError as e:  # A training's; it resumes.
+    cli.fail(str(e), exit_code=cli.FAILURE_EXIT_CODE)
   if built is None:
     print(f'Shard {config.shard_index}/{config.num_shards} done; report: '
           f'{sys.argv[0]} --output_dir={config.output_dir} --report_only')

@@ -220,6 +220,23 @@ def test_bad_input_is_one_line_and_writes_nothing(search_dir, tmp_path):
   assert refused(f'--search_model_dir={search_dir}',
                  f'--architectures_file={bad}').startswith(
       'extra architecture 1 (0:1:0): ')
+  # The trainings' splits are checked before any work (train_eval's check).
+  assert refused(f'--search_model_dir={search_dir}', '--use_tpu',
+                 '--tpu=grpc://none', '--eval_batch_size=4096') == (
+      'the validation split of embedded has 2000 examples; a TPU evaluates '
+      'whole batches of eval_batch_size 4096, so it needs a known size of at '
+      'least one batch')
+  # As a user meets it: one line on stderr, exit 2, nothing written.
+  done = subprocess.run(
+      [sys.executable, TOOL, f'--output_dir={out}', *SMALL,
+       f'--search_model_dir={search_dir}', f'--search_model_dir={other}'],
+      capture_output=True, text=True, cwd=ROOT, timeout=HANG_GUARD_S)
+  assert done.returncode == 2
+  assert done.stderr.splitlines() == [
+      'evaluate_search.py: error: searches disagree on rl_cost_model_target'
+      f': 100000.0 in {search_dir}, 200000.0 in {other}; evaluate searches '
+      'of one space, dataset, cost model and target together']
+  assert not os.path.exists(out)
 
 
 def test_other_settings_in_an_output_dir_are_refused(search_dir, tmp_path):

@@ -141,12 +141,28 @@ def prepare(config: EvaluationConfig
   if existing is None:
     text = plan_lib.make(config, searches).to_json()
     existing = Plan.from_json(text)  # As every later run reads it.
+    _check_inputs(config, searches[0], existing.candidates[0])
     # The plan first: a config.json means its plan is complete.
     write_atomically(os.path.join(config.output_dir, plan_lib.PLAN_FILENAME),
                      text)
     write_atomically(os.path.join(config.output_dir, CONFIG_FILENAME),
                      config.to_json())
+  else:
+    _check_inputs(config, searches[0], existing.candidates[0])
   return config, existing, searches
+
+
+def _check_inputs(config: EvaluationConfig, search: Search,
+                  candidate: Candidate) -> None:
+  """Refuses splits the trainings could not read (train, validation,
+  test), before anything is written or trained (`train_eval.check_inputs`).
+  """
+  train = training_config(config, search, candidate, 0)
+  try:
+    for run_config in (train, test_config(train)):
+      train_eval.check_inputs(run_config)
+  except config_lib.ConfigError as e:
+    raise EvaluationError(str(e)) from None
 
 
 def training_config(config: EvaluationConfig, search: Search,
@@ -172,14 +188,18 @@ def training_config(config: EvaluationConfig, search: Search,
       seed=candidates_lib.training_seed(config.seed, run))
 
 
+def test_config(train_config: TrainEvalConfig) -> TrainEvalConfig:
+  """The evaluation on the test split of a training's model dir."""
+  return dataclasses.replace(train_config, mode='evaluate', eval_split='test')
+
+
 def _train(config: EvaluationConfig, search: Search, candidate: Candidate,
            run: int, hooks) -> Dict[str, Any]:
   """Trains (or resumes) one run, evaluates it on both splits."""
   train_config = training_config(config, search, candidate, run)
   try:
     validation = train_eval.run(train_config, search.spec, hooks=hooks)
-    test = train_eval.run(dataclasses.replace(
-        train_config, mode='evaluate', eval_split='test'), search.spec)
+    test = train_eval.run(test_config(train_config), search.spec)
   except (config_lib.ConfigError, train_eval.WarmStartError) as e:
     raise EvaluationError(f'training {train_config.model_dir}: {e}') from None
   return {'candidate': candidate.id, 'run': run, 'seed': train_config.seed,
