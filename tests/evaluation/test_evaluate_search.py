@@ -24,6 +24,7 @@ from tests.e2e import faults
 from tests.e2e import tiny
 from tunas_search import architecture
 from tunas_search import data
+from tunas_search import model_dir as model_dir_lib
 from tunas_search import runner
 from tunas_search import supernet
 from tunas_search.evaluation import job
@@ -237,6 +238,27 @@ def test_bad_input_is_one_line_and_writes_nothing(search_dir, tmp_path):
       f': 100000.0 in {search_dir}, 200000.0 in {other}; evaluate searches '
       'of one space, dataset, cost model and target together']
   assert not os.path.exists(out)
+
+
+def test_a_full_disk_in_a_training_is_one_line_and_exit_1(
+    monkeypatch, tmp_path, capsys):
+  # What train_eval raises when a save fails for lack of space
+  # (tests/e2e/test_full_disk.py provokes it); its checkpoints stay.
+  message = (f'no space left on the device of {tmp_path}/train/x/run-0; '
+             'rerun once there is room')
+
+  def full_disk(config, hooks=None):
+    raise model_dir_lib.DiskFullError(message)
+  monkeypatch.setattr(job, 'run', full_disk)
+  flag_values = flags.FlagValues()
+  cli.define_flags(flag_values)
+  flag_values(['evaluate_search', '--search_model_dir=/s',
+               f'--output_dir={tmp_path}'])
+  with pytest.raises(SystemExit) as exited:
+    cli.main(['evaluate_search'], flag_values)
+  assert exited.value.code == 1
+  (line,) = capsys.readouterr().err.splitlines()
+  assert line.endswith(f': error: {message}')
 
 
 def test_other_settings_in_an_output_dir_are_refused(search_dir, tmp_path):
