@@ -189,7 +189,7 @@ def test_summary_names_the_result_and_what_next(search_dir):
   result = analysis.analyze(search_dir[0])
   lines = report.format_summary(result, '/x/search_result.json').splitlines()
   assert lines[0] == f'Search at step 30 in {search_dir[0]}'
-  assert lines[1] == f'  architecture: {result.architecture}'
+  assert lines[1] == f'  argmax:       {result.architecture}'
   assert lines[3] == (f'  costs:        madds={result.costs["madds"]:.4g}, '
                       f'params={result.costs["params"]:.4g}, '
                       f'pixel1_latency={result.costs["pixel1_latency"]:.4g}')

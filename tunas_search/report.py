@@ -24,12 +24,13 @@ def _format_cost(value: float) -> str:
 
 
 def format_text(result: Analysis) -> str:
-  """A readable report: architecture, costs and the probability table."""
+  """A readable report: the argmax architecture (TuNAS's rule), its costs and
+  the probability table."""
   where = (result.checkpoint if result.source == analysis.CHECKPOINT
            else 'the events')
   lines = [f'Search of {result.search_space} in {result.model_dir} at step '
            f'{result.step} (logits from {where})',
-           f'architecture  {result.architecture}',
+           f'argmax        {result.architecture}',
            f'block string  {result.block_string}']
   for name, value in sorted(result.costs.items()):
     unit = cost_models.get(name).unit
@@ -78,7 +79,7 @@ def format_summary(result: Analysis, details_path: str) -> str:
   costs = ', '.join(f'{k}={v:.4g}' for k, v in sorted(result.costs.items()))
   return '\n'.join([
       f'Search at step {result.step} in {result.model_dir}',
-      f'  architecture: {result.architecture}',
+      f'  argmax:       {result.architecture}',
       f'  blocks:       {result.block_string}',
       f'  costs:        {costs}',
       f'  details:      {details_path}',
