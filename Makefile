@@ -1,4 +1,6 @@
 # One command each: `make smoke` (a real search on the embedded dataset),
+# `make paper-question` (does the search beat random architectures? about
+# 90 minutes on 2 cores; docs/evaluate_search.md),
 # `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
 # `make mutation` (outside CI, ~5 min) measures test strength with mutmut
@@ -11,11 +13,13 @@ STAMP := $(VENV)/.installed
 # Quiet TensorFlow's C++ start-up chatter; real warnings still show.
 export TF_CPP_MIN_LOG_LEVEL ?= 1
 SMOKE_DIR ?= /tmp/tunas_search_smoke
+PAPER_DIR ?= /tmp/tunas_search_paper_question
+PAPER_SEEDS := 1 2 3
 # Scratch copy of the tree that mutmut mutates, and its worker count.
 MUTATION_DIR ?= build/mutation
 MUTATION_JOBS ?= 1
 
-.PHONY: venv test test-all smoke bench bench-xla mutation clean
+.PHONY: venv test test-all smoke paper-question bench bench-xla mutation clean
 
 venv: $(STAMP)
 
@@ -40,6 +44,17 @@ test-all: venv
 
 smoke: venv
 	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --model_dir=$(SMOKE_DIR)
+
+# Three searches, then searched vs random architectures (configs/
+# paper_question.cfg). Rerunning resumes every step where it stopped.
+paper-question: venv
+	for seed in $(PAPER_SEEDS); do \
+	  $(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=3000 \
+	    --seed=$$seed --model_dir=$(PAPER_DIR)/search-$$seed || exit 1; \
+	done
+	$(PY) bin/evaluate_search.py --flagfile=configs/paper_question.cfg \
+	  $(foreach seed,$(PAPER_SEEDS),--search_model_dir=$(PAPER_DIR)/search-$(seed)) \
+	  --output_dir=$(PAPER_DIR)/evaluation
 
 # About 45 minutes on 2 cores: the search step is measured on both
 # width-searched spaces at 64 and 128 pixels (issue: the sampled-width step);

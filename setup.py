@@ -69,6 +69,7 @@ setuptools.setup(
             'tunas-export-model=tunas_search_cli.export_model:run',
             'tunas-sample-random=tunas_search_cli.sample_random:run',
             'tunas-calibrate-latency=tunas_search_cli.calibrate_latency:run',
+            'tunas-evaluate-search=tunas_search_cli.evaluate_search:run',
         ],
     },
     classifiers=[

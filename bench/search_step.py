@@ -144,7 +144,11 @@ def _config(args, model_dir: str, widths: str,
       max_steps=1000, rl_delay_steps_fraction=1.0,
       increase_ops_warmup_steps_fraction=0.0,
       increase_filters_warmup_steps_fraction=0.0,
-      cost_model_space=space.pixel1_model,
+      # The space's own cost model (MAdds where Pixel-1 does not apply); an
+      # older checkout (TUNAS_BENCH_CODE) has no cost_model_space.
+      cost_model=space.cost_model,
+      cost_model_space=(space.pixel1_model
+                        or getattr(space, 'cost_model_space', None)),
       rl_cost_model_target=space.default_cost_target,
       tpu_iterations_per_loop=1000000)
 

@@ -332,7 +332,8 @@ def _config(args, variant: Variant) -> SearchConfig:
       # The controller is pinned: no warm-up, no controller learning.
       rl_delay_steps_fraction=1.0, increase_ops_warmup_steps_fraction=0.0,
       increase_filters_warmup_steps_fraction=0.0,
-      cost_model=space.cost_model, cost_model_space=space.pixel1_model,
+      cost_model=space.cost_model,
+      cost_model_space=space.pixel1_model or space.cost_model_space,
       # The target only scales the reward, never the step's work.
       rl_cost_model_target=space.default_cost_target or 1.0,
       use_bfloat16=variant.dtype == 'bfloat16', step_build=variant.build,

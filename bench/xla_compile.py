@@ -57,10 +57,10 @@ def _child(args) -> dict:
       search_space=args.search_space, model_dir='/tmp/tunas_search_bench_xla',
       num_classes=10, num_train_examples=10000, image_size=args.image_size,
       input_channels=3, train_batch_size=args.batch_size, max_steps=1000,
-      seed=1, cost_model_space=space.pixel1_model,
+      seed=1, cost_model_space=space.pixel1_model or space.cost_model_space,
       rl_cost_model_target=space.default_cost_target,
       # The Pixel-1 model only knows whole spaces; MAdds fits any prefix.
-      **({'cost_model': 'madds'} if args.max_blocks else {}))
+      cost_model='madds' if args.max_blocks else space.cost_model)
   rng = np.random.default_rng(0)
   size, b, v = (args.image_size, config.train_batch_size,
                 config.validation_batch_size)

@@ -7,9 +7,14 @@
 
 Works on a search that is still running. The architecture is the argmax of
 every decision's logits in the latest checkpoint, or with --step at the last
-checkpoint or logged step at or before it (docs/method.md section 7).
+checkpoint or logged step at or before it (docs/method.md section 7). The
+report ends with the final architecture of --final_architecture (default
+auto: the argmax if it lies in the cost window around the target, else the
+controller's most probable sampled architecture inside it) and how settled
+the controller is (docs/evaluate_search.md, "Landing on the target").
 """
 
+import json
 import os
 import sys
 
@@ -28,7 +33,9 @@ from absl import logging
 
 from . import cli
 from tunas_search import analysis
+from tunas_search import cost_models
 from tunas_search import report
+from tunas_search import selection
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -46,6 +53,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       'image file (.png, .pdf, .svg, ...; PNG without an '
                       'extension); needs matplotlib.',
                       **fv)
+  flags.DEFINE_enum('final_architecture', selection.AUTO, selection.RULES,
+                    'Which architecture the search returns: argmax (TuNAS), '
+                    "in_window (the controller's most probable sampled "
+                    'architecture in the cost window) or auto (argmax when '
+                    'it lies in the window, else in_window).', **fv)
 
 
 def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
@@ -66,14 +78,30 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
     cli.check_output_file('plot', f.plot)
     _check_plot_format(f.plot)
   try:
-    _, spec = analysis.load_search(f.model_dir)  # Fails fast if not one.
+    config, spec = analysis.load_search(f.model_dir)  # Fails fast if not one.
     scalars = analysis.read_scalars(f.model_dir) if f.plot else None
     result = analysis.analyze(f.model_dir, f.step, scalars)
+    choice = selection.for_search(config, spec, result).choose(
+        f.final_architecture)
     if f.plot:
       _plot(f.plot, spec, scalars, result)
-  except analysis.AnalysisError as e:
+  except (analysis.AnalysisError, selection.SelectionError) as e:
     raise cli.UsageError(str(e)) from None
-  print(report.FORMATTERS[f.format](result).rstrip('\n'))
+  print(_format(f.format, result, choice, config).rstrip('\n'))
+
+
+def _format(fmt: str, result: analysis.Analysis, choice: selection.Choice,
+            config) -> str:
+  """The report; text and JSON end with the final architecture."""
+  if fmt == 'json':
+    return json.dumps(dict(result.to_dict(),
+                           final_architecture=choice.to_dict()), indent=2)
+  text = report.FORMATTERS[fmt](result)
+  if fmt == 'text':
+    unit = ('' if config.cost_model == cost_models.NONE
+            else cost_models.get(config.cost_model).unit)
+    text += '\n\n' + selection.format_text(choice, unit)
+  return text
 
 
 def _check_plot_format(path: str) -> None:

@@ -56,8 +56,13 @@ def build_config(f: flags.FlagValues = FLAGS
   """Validates the flags into a CalibrationConfig (one-line errors)."""
   values = CONFIG_FLAGS.values(f)
   # Any search space, a plug-in's or MODULE:FUNCTION included.
-  resolve.search_space(values['search_space'], searchable=True,
-                       image_size=values['image_size'])
+  space = resolve.search_space(values['search_space'], searchable=True,
+                               image_size=values['image_size'])
+  if space.scored_as != space.name:
+    raise cli.UsageError(
+        f'{space.name} is scored with the latency model of '
+        f'{space.scored_as}, which holds all its architectures: calibrate '
+        f'--search_space={space.scored_as}')
   if not values['output_dir']:
     raise cli.UsageError('--output_dir is required')
   cli.check_output_dir('output_dir', values['output_dir'])

@@ -37,6 +37,9 @@ from tunas_search import cost_models
 from tunas_search import schema
 
 FORMATS = ('text', 'json')
+# TuNAS's input side: describe_arch's default but for spaces published at
+# another (`SearchSpace.image_size`).
+DEFAULT_SIZE = 224
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -53,9 +56,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       'of a space).', flag_values=flag_values)
   flags.DEFINE_integer('num_classes', 1000, 'Classifier outputs.',
                        lower_bound=1, flag_values=flag_values)
-  flags.DEFINE_integer('image_size', 224, 'Input height and width '
+  flags.DEFINE_integer('image_size', None, 'Input height and width '
                        f'({config_lib.MIN_IMAGE_SIZE}..'
-                       f'{config_lib.MAX_IMAGE_SIZE}).',
+                       f'{config_lib.MAX_IMAGE_SIZE}; default: the published '
+                       'one of a MobileNetV4 net or space, else 224).',
                        flag_values=flag_values)
   flags.DEFINE_integer('input_channels', 3, 'Input channels.', lower_bound=1,
                        flag_values=flag_values)
@@ -74,7 +78,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
 
 
 def describe(space_name: str, indices: Optional[str] = None,
-             num_classes: int = 1000, image_size: int = 224,
+             num_classes: int = 1000, image_size: Optional[int] = None,
              input_channels: int = 3,
              cost_model_file: Optional[str] = None) -> Dict[str, Any]:
   """Everything describe_arch reports about one architecture.
@@ -83,13 +87,15 @@ def describe(space_name: str, indices: Optional[str] = None,
     space_name: a name from `search_spaces.names()`.
     indices: architecture string, or None for the default architecture.
     num_classes: classifier outputs.
-    image_size: input resolution.
+    image_size: input resolution; None: the space's published one
+      (`SearchSpace.image_size`), else 224.
     input_channels: input channels.
     cost_model_file: a latency model file for the `measured` cost model.
 
   Returns:
     A JSON-serialisable dict: search_space, architecture (the architecture
-    string), indices (its list of ints), block_string, params, madds,
+    string), indices (its list of ints), block_string, image_size, params,
+    madds,
     num_decisions, log10_space_size and `cost/<name>` for every applicable
     cost model. `architecture` and `indices` mean what they mean in
     analyze_search's JSON.
@@ -98,6 +104,8 @@ def describe(space_name: str, indices: Optional[str] = None,
     cli.UsageError: unknown space, indices that do not fit it, or an image
       size outside the configs' range (`resolve.check_image_size`).
   """
+  if image_size is None:
+    image_size = resolve.search_space(space_name).image_size or DEFAULT_SIZE
   space = resolve.search_space(space_name, image_size=image_size)
   spec = space.spec()
   try:
@@ -107,7 +115,7 @@ def describe(space_name: str, indices: Optional[str] = None,
     raise cli.UsageError(f'--indices: {e}') from None
   # A reference net is scored as a point of the space it lives in.
   context = cost_models.CostContext(
-      space.pixel1_model or space.name, image_size=image_size,
+      space.scored_as, image_size=image_size,
       num_classes=num_classes, input_channels=input_channels,
       cost_model_file=cost_model_file)
   if cost_model_file:
@@ -126,6 +134,7 @@ def describe(space_name: str, indices: Optional[str] = None,
       'indices': [int(i) for i in chosen],
       'block_string': (block_string(architecture.prune(spec, chosen))
                        if block_string else None),
+      'image_size': image_size,
       'params': int(round(costs['cost/params'])),
       'madds': int(round(costs['cost/madds'])),
       'num_decisions': len(schema.decisions(spec)),
@@ -168,6 +177,7 @@ def format_text(info: Dict[str, Any]) -> str:
       f'search space   {info["search_space"]}',
       f'architecture   {info["architecture"]}',
       f'block string   {info["block_string"]}',
+      f'image size     {info["image_size"]}x{info["image_size"]}',
       f'decisions      {info["num_decisions"]} '
       f'(10^{info["log10_space_size"]:.1f} architectures)',
       f'params         {info["params"]:,} ({info["params"] / 1e6:.2f}M)',
@@ -201,7 +211,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
     info.update(measure_latency(
         info['search_space'], info['architecture'],
         num_classes=f.num_classes,
-        image_size=f.image_size, input_channels=f.input_channels,
+        image_size=info['image_size'], input_channels=f.input_channels,
         runs=f.latency_runs))
   print(json.dumps(info, indent=2) if f.format == 'json'
         else format_text(info))

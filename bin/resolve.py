@@ -97,7 +97,7 @@ def check_cost_model(cost_model: str, space: search_spaces.SearchSpace,
   Args:
     cost_model: a registered cost model, or cost_models.NONE.
     space: the space.
-    context: where costs are scored (default: the space's Pixel-1 name).
+    context: where costs are scored (default: `space.scored_as`).
     allow_none: whether the tool takes cost_models.NONE (a search does, a
       cost window does not); the errors list it only then.
   """
@@ -105,8 +105,7 @@ def check_cost_model(cost_model: str, space: search_spaces.SearchSpace,
   if allow_none and cost_model == cost_models.NONE:
     return
   model = cli.get_or_usage(cost_models.get, cost_model, extra=extra)
-  space_name = context.space_name if context else (space.pixel1_model or
-                                                   space.name)
+  space_name = context.space_name if context else space.scored_as
   spec = space.spec()
   if model.applies(space_name, spec):
     return
@@ -134,7 +133,7 @@ def largest_cost(space: search_spaces.SearchSpace, cost_model: str,
   """
   model = cost_models.get(cost_model)
   context = cost_models.CostContext(
-      space.pixel1_model or space.name, image_size=image_size,
+      space.scored_as, image_size=image_size,
       num_classes=info.num_classes, input_channels=info.channels)
   spec = space.spec()
   largest = model.cost(spec, architecture.largest(spec), context)

@@ -84,7 +84,7 @@ def main(argv):
   except config_lib.ConfigError as e:
     raise cli.UsageError(str(e)) from None
   context = cost_models.CostContext(
-      space.pixel1_model or space.name, image_size=FLAGS.image_size,
+      space.scored_as, image_size=FLAGS.image_size,
       num_classes=FLAGS.num_classes, input_channels=FLAGS.input_channels,
       cost_model_file=FLAGS.cost_model_file)
   try:

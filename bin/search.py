@@ -6,12 +6,14 @@
       --tpu=my-tpu --data_dir=gs://bucket/tfds --model_dir=gs://bucket/run1
 
 Rerunning the same command resumes from the last checkpoint. Flag names of
-the original TuNAS search binary keep their meaning.
+the original TuNAS search binary keep their meaning. MobileNetV4's two-stage
+search (docs/mobilenet_v4.md) is a coarse search, then
+`--coarse_model_dir=COARSE_DIR` for the fine stage at its result.
 """
 
 import os
 import sys
-from typing import Optional
+from typing import Any, Dict, Optional, Tuple
 
 if __package__ in (None, ''):
   # Run as a file (python bin/search.py): the tools are package `bin` of the
@@ -29,6 +31,7 @@ import search_spaces
 from . import cli
 from . import config_flags
 from . import resolve
+from . import stages
 from tunas_search import cost_models
 from tunas_search import data
 from tunas_search import rewards
@@ -72,6 +75,12 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'summaries, config.json and model_spec.json (local '
                       'path or gs://).', **fv)
   flags.DEFINE_alias('checkpoint_dir', 'model_dir', **fv)
+  flags.DEFINE_string('coarse_model_dir', None, "The fine stage of "
+                      "MobileNetV4's two-stage search: search the fine space "
+                      'of the finished coarse search in this model dir (its '
+                      'final widths and depths); its dataset, image size and '
+                      'cost settings are the defaults (docs/mobilenet_v4.md).',
+                      **fv)
   flags.DEFINE_string('resume_from', None, 'Continue from this checkpoint of '
                       '--model_dir (e.g. model.ckpt-300) instead of the '
                       'latest, e.g. when the latest is damaged; later '
@@ -92,31 +101,40 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
   CONFIG_FLAGS.define(flag_values)
 
 
-def _search_space(f: flags.FlagValues) -> search_spaces.SearchSpace:
-  return resolve.search_space(f.search_space, searchable=True)
+def _search_space(f: flags.FlagValues
+                  ) -> Tuple[search_spaces.SearchSpace, Dict[str, Any]]:
+  """The space, and the values a fine stage takes from its coarse search."""
+  if not f.coarse_model_dir:
+    return resolve.search_space(f.search_space, searchable=True), {}
+  coarse = stages.read(f.coarse_model_dir)
+  stages.check_search_space(f, coarse)
+  return (resolve.search_space(coarse.fine_space, searchable=True),
+          stages.inherited(f, coarse))
 
 
-def _values(f: flags.FlagValues, space: search_spaces.SearchSpace) -> dict:
+def _values(f: flags.FlagValues, space: search_spaces.SearchSpace,
+            inherited: Dict[str, Any]) -> dict:
   """The generated flags' values; --cost_model defaults to the space's."""
   values = CONFIG_FLAGS.values(f)
   if not f['cost_model'].present:
     values['cost_model'] = space.cost_model
+  values.update((k, v) for k, v in inherited.items() if k in values)
   return values
 
 
-def _dataset_info(f: flags.FlagValues) -> data.DatasetInfo:
+def _dataset_info(dataset: str, data_dir: Optional[str],
+                  max_steps: Optional[int]) -> data.DatasetInfo:
   try:
-    info = cli.get_or_usage(lambda n: data.get_info(n, f.data_dir),
-                            f.dataset)
+    info = cli.get_or_usage(lambda n: data.get_info(n, data_dir), dataset)
   except data.DataError as e:
     raise cli.UsageError(str(e)) from None
-  if info.num_train is None and f.max_steps is None:
-    raise cli.UsageError(f'the size of the training split of {f.dataset} '
+  if info.num_train is None and max_steps is None:
+    raise cli.UsageError(f'the size of the training split of {dataset} '
                          'is unknown; give --max_steps instead of --epochs')
   return info
 
 
-def _cost_target(f: flags.FlagValues, space: search_spaces.SearchSpace,
+def _cost_target(target: Optional[float], space: search_spaces.SearchSpace,
                  cost_model: str, info: data.DatasetInfo,
                  image_size: int) -> Optional[float]:
   """Checks the cost model and returns the cost target (the space's default).
@@ -127,8 +145,8 @@ def _cost_target(f: flags.FlagValues, space: search_spaces.SearchSpace,
       default cost model only).
   """
   resolve.check_cost_model(cost_model, space)
-  if f.rl_cost_model_target is not None or cost_model == _NONE:
-    return f.rl_cost_model_target
+  if target is not None or cost_model == _NONE:
+    return target
   if cost_model == space.cost_model and space.default_cost_target:
     return space.default_cost_target
   raise cli.UsageError(
@@ -144,27 +162,31 @@ def build_config(f: flags.FlagValues = FLAGS) -> SearchConfig:
   Raises:
     cli.UsageError: for any bad value, with one line naming it.
   """
-  space = _search_space(f)
-  info = _dataset_info(f)
+  space, inherited = _search_space(f)
+  given = {k: inherited.get(k, f[k].value) for k in (
+      'dataset', 'data_dir', 'image_size', 'rl_cost_model_target')}
+  info = _dataset_info(given['dataset'], given['data_dir'], f.max_steps)
   # `is None`, not `or`: a given 0 is refused, not taken for the default.
-  image_size = (info.default_image_size if f.image_size is None
-                else f.image_size)
+  image_size = (info.default_image_size if given['image_size'] is None
+                else given['image_size'])
   resolve.check_image_size(image_size)
   with resolve.usage_errors():
     search_spaces.check_image_size(space, image_size)
-  values = _values(f, space)
+  values = _values(f, space, inherited)
   if not f.model_dir:
     raise cli.UsageError('--model_dir is required')
   cli.check_output_dir('model_dir', f.model_dir)
   try:
     config = SearchConfig(
         **values, search_space=space.name,
-        model_dir=f.model_dir, dataset=f.dataset, image_size=image_size,
-        num_classes=info.num_classes, class_names=info.class_names,
-        num_train_examples=info.num_train or 0,
-        input_channels=info.channels, cost_model_space=space.pixel1_model,
-        rl_cost_model_target=_cost_target(f, space, values['cost_model'],
-                                          info, image_size),
+        model_dir=f.model_dir, dataset=given['dataset'],
+        image_size=image_size, num_classes=info.num_classes,
+        class_names=info.class_names, num_train_examples=info.num_train or 0,
+        input_channels=info.channels,
+        cost_model_space=space.pixel1_model or space.cost_model_space,
+        rl_cost_model_target=_cost_target(
+            given['rl_cost_model_target'], space, values['cost_model'], info,
+            image_size),
         use_bfloat16=cli.resolve_auto_bool(f.use_bfloat16,
                                            space.default_use_bfloat16),
         num_replicas=config_flags.num_replicas(f))

@@ -12,7 +12,8 @@
 
 The architecture comes from --search_space (a space or reference net) with
 --indices (default: the reference net, or the space's largest network), or
-from a search's final architecture with --search_model_dir. Rerunning the
+from a search's final architecture with --search_model_dir (see
+--final_architecture). Rerunning the
 same command resumes from the last checkpoint; --mode=evaluate on a model dir
 needs no architecture flags. The recipe is TuNAS's (docs/method.md sections 6-7).
 """
@@ -33,6 +34,7 @@ if __package__ in (None, ''):
 # First, before anything imports TensorFlow: keeps its start-up quiet.
 from . import _quiet  # pylint: disable=unused-import
 from absl import flags
+from absl import logging
 
 import search_spaces
 from . import cli
@@ -40,6 +42,7 @@ from . import config_flags
 from . import resolve
 from tunas_search import architecture
 from tunas_search import data
+from tunas_search import selection
 from tunas_search.config import ConfigError
 from tunas_search.standalone.config import TrainEvalConfig
 
@@ -69,8 +72,14 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       '(default: the reference net, or the largest network '
                       'of a space).', **fv)
   flags.DEFINE_string('search_model_dir', None, 'Train the final '
-                      'architecture of this search (argmax of its latest '
-                      'logits) instead of --search_space/--indices.', **fv)
+                      'architecture of this search (--final_architecture of '
+                      'its latest logits) instead of --search_space/'
+                      '--indices.', **fv)
+  flags.DEFINE_enum('final_architecture', selection.AUTO, selection.RULES,
+                    'With --search_model_dir: argmax (TuNAS), in_window '
+                    "(the controller's most probable sampled architecture "
+                    'in the cost window) or auto (argmax when it lies in the'
+                    ' window, else in_window).', **fv)
   flags.DEFINE_string('model_dir', None, 'Directory for checkpoints, '
                       'summaries, config.json and eval results.', **fv)
   flags.DEFINE_string('resume_from', None, 'Continue from this checkpoint of '
@@ -100,13 +109,16 @@ def _architecture(f: flags.FlagValues):
       raise cli.UsageError('give either --search_model_dir or '
                            '--search_space/--indices, not both')
     from tunas_search import analysis  # pylint: disable=g-import-not-at-top
-    from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
     try:
-      search, spec, indices = train_eval.architecture_from_search(
-          f.search_model_dir)
-    except analysis.AnalysisError as e:
+      search, spec = analysis.load_search(f.search_model_dir)
+      choice = selection.for_search(
+          search, spec, analysis.analyze(f.search_model_dir)).choose(
+              f.final_architecture)
+    except (analysis.AnalysisError, selection.SelectionError) as e:
       raise cli.UsageError(f'--search_model_dir: {e}') from None
-    return search.search_space, spec, indices, search
+    logging.info('The search\'s final architecture (%s): %s', ' -> '.join(
+        dict.fromkeys([choice.rule, choice.resolved])), choice.architecture)
+    return search.search_space, spec, choice.architecture, search
   space = resolve.search_space(f.search_space)
   spec = space.spec()
   try:

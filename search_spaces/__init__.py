@@ -5,9 +5,11 @@ itself, or the largest network of a space), the Pixel-1 latency model it can
 be scored with, the default cost model and target of a search in it and
 whether it trains in bfloat16 by default.
 
-Besides the shipped entries, `get` resolves spaces of other packages (entry
-points of the group `tunas_search.search_spaces`) and `MODULE:FUNCTION`
-references (search_spaces/plugins.py); those specs are validated first
+Besides the shipped entries, `get` resolves the MobileNetV4 fine stages of
+coarse results (`<size>_fine_<W>x<N>_<W>x<N>`, search_spaces/mobilenet_v4.py),
+spaces of other packages (entry points of the group
+`tunas_search.search_spaces`) and `MODULE:FUNCTION` references
+(search_spaces/plugins.py); those specs are validated first
 (search_spaces/validation.py).
 """
 
@@ -22,6 +24,7 @@ from tunas_search.registry import Registry
 from tunas_search.registry import UnknownNameError
 from tunas_search.specs import ConvTower
 from search_spaces import mobilenet_v3_like
+from search_spaces import mobilenet_v4
 from search_spaces import plugins
 from search_spaces import proxylessnas
 from search_spaces import validation
@@ -55,6 +58,12 @@ class SearchSpace:
       `default_cost_target` is in this model's unit.
     origin: plugins.BUILTIN (shipped here), plugins.PLUGIN (an entry point)
       or plugins.MODULE (named as MODULE:FUNCTION).
+    cost_model_space: the space whose calibrated latency model
+      (`bin/calibrate_latency.py`) scores this one, when not itself: a
+      space that holds every architecture of this one (the MobileNetV4
+      stages are scored as their one-stage space).
+    image_size: the published input side, describe_arch's default; None:
+      224 (TuNAS's).
   """
   name: str
   spec_fn: Callable[[], ConvTower]
@@ -65,6 +74,13 @@ class SearchSpace:
   description: str = ''
   default_cost_model: Optional[str] = None
   origin: str = plugins.BUILTIN
+  cost_model_space: Optional[str] = None
+  image_size: Optional[int] = None
+
+  @property
+  def scored_as(self) -> str:
+    """The space name costs are scored under (`CostContext.space_name`)."""
+    return self.pixel1_model or self.cost_model_space or self.name
 
   @property
   def cost_model(self) -> str:
@@ -135,6 +151,58 @@ _add(SearchSpace(
                 'model (its widths are outside mobilenet_v3_like_search)'))
 
 
+def _v4_search(layout: mobilenet_v4.Layout) -> dict:
+  """What the spaces of one MobileNetV4 size's search share: MAdds and
+  its target, the published input side, and one latency calibration (of
+  the one-stage space, which holds both stages' architectures)."""
+  return dict(default_cost_model=MADDS, image_size=layout.image_size,
+              default_cost_target=layout.madds_target,
+              cost_model_space=f'{layout.name}_search')
+
+
+_FINE = ('MobileNetV4 two-stage search, fine stage: the nine UIB '
+         'instantiations per block at widths x blocks ')
+
+
+def fine_space(layout: mobilenet_v4.Layout,
+               stages: Sequence[Tuple[int, int]]) -> SearchSpace:
+  """The MobileNetV4 fine stage at a coarse result's (width, blocks) per
+  stage (`mobilenet_v4.fine_name`)."""
+  return SearchSpace(
+      mobilenet_v4.fine_name(layout, stages),
+      lambda: mobilenet_v4.fine(layout, stages), **_v4_search(layout),
+      description=_FINE + ', '.join(f'{w}x{n}' for w, n in stages))
+
+
+# docs/mobilenet_v4.md: the spaces of MobileNetV4-Conv-S's search.
+_MOBILENET_V4_SEARCH = _v4_search(mobilenet_v4.CONV_SMALL)
+_add(SearchSpace(
+    'mobilenet_v4_conv_small_coarse',
+    mobilenet_v4.mobilenet_v4_conv_small_coarse, **_MOBILENET_V4_SEARCH,
+    description='MobileNetV4 two-stage search, coarse stage: widths and '
+                'depths of IB x4 k3 blocks (~10^6)'))
+_add(SearchSpace(
+    'mobilenet_v4_conv_small_fine', mobilenet_v4.mobilenet_v4_conv_small_fine,
+    **_MOBILENET_V4_SEARCH, description=_FINE + '96x6, 128x6 (Conv-S\'s; '
+    '~10^11)'))
+_add(SearchSpace(
+    'mobilenet_v4_conv_small_search',
+    mobilenet_v4.mobilenet_v4_conv_small_search, **_MOBILENET_V4_SEARCH,
+    description='MobileNetV4 one-stage search: widths, depths and both UIB '
+                'depthwise kernels (~10^21)'))
+for _function, _size, _side in (
+    (mobilenet_v4.mobilenet_v4_conv_small, 'S', 224),
+    (mobilenet_v4.mobilenet_v4_conv_medium, 'M', 256),
+    (mobilenet_v4.mobilenet_v4_conv_large, 'L', 384)):
+  _add(SearchSpace(
+      _function.__name__, _function,
+      reference_indices=lambda f=_function: mobilenet_v4.fixed_indices(f()),
+      default_cost_model=MADDS, image_size=_side, cost_model_space=(
+          'mobilenet_v4_conv_small_search' if _size == 'S' else None),
+      description=f'MobileNetV4-Conv-{_size} (Qin et al. 2024), published '
+                  f'at {_side}x{_side}'))
+
+
 def get(name: str) -> SearchSpace:
   """The space or reference net called `name`.
 
@@ -146,11 +214,19 @@ def get(name: str) -> SearchSpace:
 
   Raises:
     UnknownNameError: for an unknown name, listing the valid ones.
+    SearchSpaceError: for a MobileNetV4 fine stage whose widths or depths
+      are no coarse result (`mobilenet_v4.fine_name`).
     SearchSpaceError: for a user's space that cannot be loaded or built
       (validation.SpecError for one that fails validation).
   """
   if name in REGISTRY:
     return REGISTRY.get(name)
+  try:
+    fine = mobilenet_v4.parse_fine_name(name)
+  except ValueError as e:
+    raise SearchSpaceError(f'{name}: {e}') from None
+  if fine:
+    return fine_space(*fine)
   if name in plugins.entry_points() or plugins.is_reference_string(name):
     return _load(name)
   raise UnknownNameError(

@@ -19,8 +19,9 @@ from tunas_search.schema import OneOf
 # The layer records the builder (tunas_search/supernet/builder.py) can build;
 # tests/test_search_space_plugins.py checks that the two lists agree.
 LAYER_TYPES = (specs.Conv, specs.SeparableConv, specs.DepthwiseBottleneck,
-               specs.Activation, specs.Residual, specs.Zero,
-               specs.GlobalAveragePool, specs.DetectionEndpoint)
+               specs.UniversalInvertedBottleneck, specs.Activation,
+               specs.Residual, specs.Zero, specs.GlobalAveragePool,
+               specs.DetectionEndpoint)
 
 
 class SpecError(ValueError):
@@ -65,10 +66,11 @@ def _is_int(value: Any) -> bool:
   return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_kernel(value: Any, path: str) -> None:
+def _check_kernel(value: Any, path: str, smallest: int = 1) -> None:
   for where, k in _choices(value, path, schema.OP):
-    if not _is_int(k) or k < 1:
-      raise SpecError(where, f'a kernel size must be a positive int, got {k!r}')
+    if not _is_int(k) or k < smallest:
+      raise SpecError(where, f'a kernel size must be an int >= {smallest}'
+                      f'{" (0: none)" if smallest == 0 else ""}, got {k!r}')
 
 
 def _check_strides(value: Any, path: str) -> int:
@@ -122,6 +124,12 @@ def _check_layer(layer: Any, path: str) -> int:
                                 schema.OP):
         if not isinstance(se, bool):
           raise SpecError(where, f'expected True or False, got {se!r}')
+    return _check_strides(layer.strides, _join(path, 'strides'))
+  if isinstance(layer, specs.UniversalInvertedBottleneck):
+    for field in ('start_kernel_size', 'middle_kernel_size'):
+      _check_kernel(getattr(layer, field), _join(path, field), smallest=0)
+    _check_expansion(layer.expansion_filters,
+                     _join(path, 'expansion_filters'))
     return _check_strides(layer.strides, _join(path, 'strides'))
   if isinstance(layer, specs.Residual):
     if _check_layer(layer.layer, _join(path, 'layer')) != 1:

@@ -194,6 +194,8 @@ def test_base_prefix_needs_its_semicolon():
 
 _BLOCK_FORMAT = 'expected "<filters>: <layer>, <layer>, ..."'
 _IB_FORMAT = 'expected ib_k<kernel>_e<expansion>[_s<stride>]_<act>'
+_UIB_FORMAT = ('expected uib_a<start kernel>_k<middle kernel>_e<expansion>'
+               '[_s<stride>]_<act> (kernel 0: none)')
 
 
 @pytest.mark.parametrize('text, message', [
@@ -216,8 +218,18 @@ _IB_FORMAT = 'expected ib_k<kernel>_e<expansion>[_s<stride>]_<act>'
                               'valid: se, sei-<act>, seg-<act>'),
     ('8: ib_kx_e6_relu', "malformed layer token 'ib_kx_e6_relu': invalid "
                          "literal for int() with base 10: 'x'"),
+    ('8: uib_a3_e4_relu', f"malformed UIB token 'uib_a3_e4_relu'; "
+                          f'{_UIB_FORMAT}'),
+    ('8: uib_ax_k3_e4_relu', f"malformed UIB token 'uib_ax_k3_e4_relu'; "
+                             f'{_UIB_FORMAT}'),
+    ('8: uib_a3_k3_e4_s2', "UIB token 'uib_a3_k3_e4_s2' needs one activation "
+                           'after the stride, and nothing else'),
+    ('8: uib_a3_k0_e4_s2_relu',
+     "malformed layer token 'uib_a3_k0_e4_s2_relu': a UIB with stride 2 "
+     'needs a middle depthwise conv to carry it; middle_kernel_size 0 may be '
+     '0 (none)'),
     ('8: warp', "unknown layer token 'warp'; valid: conv.., sep.., ib_.., "
-                'skip, gap, endpoint, +<layer>, relu, relu6, swish6, '
+                'uib_.., skip, gap, endpoint, +<layer>, relu, relu6, swish6, '
                 'sigmoid, identity'),
 ])
 def test_block_string_errors_name_the_bad_part(text, message):

@@ -9,6 +9,7 @@ import stat
 import numpy as np
 import pytest
 
+import search_spaces
 from tests.e2e import tiny
 from tunas_search import architecture
 from tunas_search import calibration
@@ -107,6 +108,35 @@ def test_fit_reports_held_out_errors(tmp_path):
   assert report['disturbed_left_out'] == 0
   path = calibration.write_model(config.output_dir, result)
   assert cost_models.measured.load(path).heldout == report
+
+
+class _DepthwiseDevice:
+  """A 'device' on which every depthwise conv costs by its kind: 5x5 ones
+  three times what their MAdds say, which MAdds alone cannot fit."""
+
+  def __call__(self, config, spec, indices):
+    terms = analytic.Terms()
+    analytic.count(architecture.with_indices(spec, indices), config.context,
+                   terms=terms)
+    ms = 0.2 + sum(1e-6 * (3 if kind == 'depthwise5x5' else 1) * sums[0]
+                   for kind, sums in terms.sums.items())
+    return {'latency_ms': ms, 'min_ms': ms}
+
+
+def test_the_mobilenet_v4_space_calibrates_per_depthwise_kind(tmp_path,
+                                                             monkeypatch):
+  # The one-stage space scores both stages of MobileNetV4's search: its fit
+  # has the UIB's kinds (start and middle depthwise convs, the shared 1x1s).
+  monkeypatch.setattr(calibration, 'POOL', 100)  # Counting 2000 takes 15 s.
+  space = search_spaces.get('mobilenet_v4_conv_small_search')
+  config = _config(tmp_path, search_space=space.name, num_samples=20,
+                   image_size=32)
+  done = calibration.calibrate(config, space.spec(), _DepthwiseDevice())
+  result = calibration.fit(config, space.spec(), done, {})
+  kinds = {n.split('/')[0] for n in result.model.feature_names}
+  assert kinds == {'conv3x3', 'conv1x1', 'expand1x1', 'depthwise3x3',
+                   'depthwise5x5', 'project1x1', 'pool', 'dense'}
+  assert result.model.heldout['mape_percent'] < 1e-3
 
 
 def test_measurements_the_reference_calls_disturbed_are_left_out(tmp_path):

@@ -48,7 +48,7 @@ def test_derived_values(tmp_path):
 @pytest.mark.parametrize('overrides, message', [
     (dict(train_batch_size=30, num_replicas=8),
      'train_batch_size 30 is not divisible by the 8 replicas'),
-    (dict(image_size=16), 'image_size 16 is outside the valid range 28..224'),
+    (dict(image_size=16), 'image_size 16 is outside the valid range 28..512'),
     (dict(rl_delay_steps_fraction=1.5),
      r'rl_delay_steps_fraction must be in \[0, 1\], got 1.5'),
     (dict(rl_cost_model_target=None),

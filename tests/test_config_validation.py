@@ -42,9 +42,9 @@ def _tpu(replicas, **overrides):
     # Off TPU a search mirrors over local devices; the batch must divide.
     (dict(num_replicas=3), 'train_batch_size 32 is not divisible by the 3 '
      'replicas; use a multiple of 3'),
-    (dict(image_size=27), 'image_size 27 is outside the valid range 28..224'),
-    (dict(image_size=225),
-     'image_size 225 is outside the valid range 28..224'),
+    (dict(image_size=27), 'image_size 27 is outside the valid range 28..512'),
+    (dict(image_size=513),
+     'image_size 513 is outside the valid range 28..512'),
     (dict(num_classes=1), 'num_classes must be > 1, got 1'),
     (dict(max_steps=0), 'max_steps must be positive, got 0'),
     (dict(epochs=0.0), 'epochs and the training split size must be positive '

@@ -16,7 +16,8 @@ from tunas_search.registry import UnknownNameError
 from tunas_search.schema import OneOf
 from tunas_search.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
-                                GlobalAveragePool, Residual)
+                                GlobalAveragePool, Residual,
+                                UniversalInvertedBottleneck)
 
 
 def _tower(*blocks):
@@ -61,6 +62,12 @@ def test_the_tutorial_space_is_valid_and_resolves_by_reference():
     (_tower(*[Block((Conv(3, strides=2),), 8)] * 6, _head()),
      'blocks/5/layers/0', 'stride 2 on a 1x1 feature map'),
     (Block((Conv(3),), 8), '', 'expected a specs.ConvTower'),
+    (_tower(Block((UniversalInvertedBottleneck(
+        OneOf([0, -3], schema.OP), 3, FilterMultiplier(4.0)),), 8), _head()),
+     'blocks/0/layers/0/start_kernel_size/choices/1',
+     'a kernel size must be an int >= 0 (0: none), got -3'),
+    (_tower(Block((UniversalInvertedBottleneck(0, 3, 4.0),), 8), _head()),
+     'blocks/0/layers/0/expansion_filters', 'FilterMultiplier'),
 ])
 def test_bad_specs_name_their_path(spec, path, message):
   with pytest.raises(SpecError) as raised:

@@ -61,10 +61,13 @@ def test_unknown_name_lists_valid_choices():
 
 def test_registry_partitions_spaces_and_references():
   assert search_spaces.search_space_names() == [
-      'mobilenet_v3_like_search', 'proxylessnas_enlarged_search',
-      'proxylessnas_search']
+      'mobilenet_v3_like_search', 'mobilenet_v4_conv_small_coarse',
+      'mobilenet_v4_conv_small_fine', 'mobilenet_v4_conv_small_search',
+      'proxylessnas_enlarged_search', 'proxylessnas_search']
   assert set(search_spaces.reference_names()) == {
-      'mnasnet_b1', 'mobilenet_v2', 'mobilenet_v3_large', 'proxylessnas_mobile'}
+      'mnasnet_b1', 'mobilenet_v2', 'mobilenet_v3_large', 'proxylessnas_mobile',
+      'mobilenet_v4_conv_small', 'mobilenet_v4_conv_medium',
+      'mobilenet_v4_conv_large'}
 
 
 def test_bfloat16_by_default_only_for_mobilenet_v3_like_search():

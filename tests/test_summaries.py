@@ -23,7 +23,8 @@ from tunas_search import summaries
 from tunas_search.runtime import host_call
 from tunas_search.schema import OneOf
 from tunas_search.specs import (Block, Conv, ConvTower, DepthwiseBottleneck,
-                                FilterMultiplier, Residual, SeparableConv)
+                                FilterMultiplier, Residual, SeparableConv,
+                                UniversalInvertedBottleneck)
 
 tf1 = tf.compat.v1
 
@@ -60,6 +61,19 @@ def test_choice_names_of_squeeze_excite_and_layer_records():
       ['nose', 'se'],
       ['ib_k5_e6_s2_relu', '+ib_k5_e6_s2_relu', 'conv1'],
   ]
+
+
+def test_choice_names_of_uib_kernels():
+  uib = UniversalInvertedBottleneck(OneOf([0, 3, 5], schema.OP),
+                                    OneOf([3, 5], schema.OP),
+                                    FilterMultiplier(4.0), strides=2)
+  spec = ConvTower((Block((OneOf([uib, Conv(3, strides=2)], schema.OP),),
+                          16),))
+  assert _names(spec) == {
+      'blocks/0/layers/0/choices/0/start_kernel_size': ['none', 'k3', 'k5'],
+      'blocks/0/layers/0/choices/0/middle_kernel_size': ['k3', 'k5'],
+      'blocks/0/layers/0': ['uib', 'conv3_s2'],
+  }
 
 
 @pytest.mark.parametrize('choices, tag, expected', [

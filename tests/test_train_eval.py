@@ -70,7 +70,7 @@ def test_recipe_defaults_and_derived_values():
     (dict(train_split='train_full', eval_split='validation'),
      'eval_split validation is part of train_split train_full'),
     (dict(dropout_rate=1.0), r'dropout_rate must be in \[0, 1\), got 1.0'),
-    (dict(image_size=16), 'image_size 16 is outside the valid range 28..224'),
+    (dict(image_size=16), 'image_size 16 is outside the valid range 28..512'),
     (dict(max_steps=None, num_train_examples=0),
      'epochs and the training split size must be positive'),
 ])

@@ -216,8 +216,10 @@ def random_indices(spec: Any, rng: np.random.Generator) -> List[int]:
 # reports. Blocks are separated by ' | ', each written `filters: layer, ...`:
 #   32: conv3_s2, relu | 16: sep3_relu, endpoint | 32: ib_k5_e3_s2_relu, +skip
 # Layer tokens: conv{k}[_s{s}][_nobn]; sep{k}[_s{s}]_{act};
-# ib_k{k}_e{mult}[_s{s}]_{act}[_se][_sei-{act}][_seg-{act}]; an activation's
-# name; gap; endpoint; skip; a leading '+' for a residual.
+# ib_k{k}_e{mult}[_s{s}]_{act}[_se][_sei-{act}][_seg-{act}];
+# uib_a{start k}_k{middle k}_e{mult}[_s{s}]_{act} (a kernel 0: no such
+# depthwise conv; docs/mobilenet_v4.md); an activation's name; gap;
+# endpoint; skip; a leading '+' for a residual.
 _BLOCK_SEP = ' | '
 _LAYER_SEP = ', '
 _DEFAULT_SE = ('relu', 'sigmoid')
@@ -259,6 +261,10 @@ def _layer_token(layer: Any) -> str:
     if layer.se_gating_activation != _DEFAULT_SE[1]:
       token += f'_seg-{layer.se_gating_activation}'
     return token
+  if isinstance(layer, specs.UniversalInvertedBottleneck):
+    return (f'uib_a{layer.start_kernel_size}_k{layer.middle_kernel_size}_e'
+            f'{_fmt_number(layer.expansion_filters.scale)}'
+            f'{stride(layer.strides)}_{layer.activation}')
   raise ArchitectureError(f'no block-string form for {type(layer).__name__}')
 
 
@@ -311,6 +317,22 @@ def _parse_bottleneck(token: str) -> specs.DepthwiseBottleneck:
       kernel, specs.FilterMultiplier(mult), se, strides, act, inner, gating)
 
 
+def _parse_uib(token: str) -> specs.UniversalInvertedBottleneck:
+  parts = token.split('_')[1:]
+  if (len(parts) < 4 or [p[:1] for p in parts[:3]] != ['a', 'k', 'e']
+      or not parts[0][1:].isdigit() or not parts[1][1:].isdigit()):
+    raise ArchitectureError(
+        f'malformed UIB token {token!r}; expected uib_a<start kernel>_'
+        'k<middle kernel>_e<expansion>[_s<stride>]_<act> (kernel 0: none)')
+  strides, rest = _parse_stride_and_flags(parts[3:], token)
+  if len(rest) != 1:
+    raise ArchitectureError(f'UIB token {token!r} needs one activation '
+                            'after the stride, and nothing else')
+  return specs.UniversalInvertedBottleneck(
+      int(parts[0][1:]), int(parts[1][1:]),
+      specs.FilterMultiplier(float(parts[2][1:])), strides, rest[0])
+
+
 def _parse_layer(token: str) -> Any:
   """Decodes one layer token."""
   if token.startswith('+'):
@@ -324,6 +346,8 @@ def _parse_layer(token: str) -> Any:
   try:
     if token.startswith('ib_'):
       return _parse_bottleneck(token)
+    if token.startswith('uib_'):
+      return _parse_uib(token)
     if token.startswith('conv'):
       parts = token[4:].split('_')
       strides, rest = _parse_stride_and_flags(parts[1:], token)
@@ -341,8 +365,8 @@ def _parse_layer(token: str) -> Any:
       raise
     raise ArchitectureError(f'malformed layer token {token!r}: {e}') from None
   raise ArchitectureError(
-      f'unknown layer token {token!r}; valid: conv.., sep.., ib_.., skip, '
-      f'gap, endpoint, +<layer>, {", ".join(specs.ACTIVATIONS)}')
+      f'unknown layer token {token!r}; valid: conv.., sep.., ib_.., uib_.., '
+      f'skip, gap, endpoint, +<layer>, {", ".join(specs.ACTIVATIONS)}')
 
 
 def parse_block_string(text: str) -> specs.ConvTower:

@@ -11,10 +11,12 @@ import tensorflow as tf
 from tunas_search import analysis
 from tunas_search import config as config_lib
 from tunas_search import controller
+from tunas_search import cost_models
 from tunas_search import data
 from tunas_search import model_dir as model_dir_lib
 from tunas_search import report
 from tunas_search import search
+from tunas_search import selection
 from tunas_search import serialization
 from tunas_search import summaries
 from tunas_search import xla_flags
@@ -272,7 +274,7 @@ def _run_locked(config: SearchConfig, plan: plan_lib.StepPlan,
     _train(config, plan, environment, model_spec,
            input_fn or search_input_fn(config), list(hooks or []),
            write_graph=start == 0 and not resumed, mirrored=mirrored)
-  return _write_result(config)
+  return _write_result(config, model_spec)
 
 
 def _check_logits_layout(model_dir: str,
@@ -308,9 +310,25 @@ def _run_worker(config: SearchConfig, model_spec: Any,
          write_graph=False, mirrored=mirrored)
 
 
-def _write_result(config: SearchConfig) -> analysis.Analysis:
-  """Analyses the finished search and writes search_result.json."""
+def _write_result(config: SearchConfig, model_spec: Any) -> analysis.Analysis:
+  """Analyses the finished search and writes search_result.json.
+
+  Besides the argmax (TuNAS's result), the file holds `final_architecture`:
+  what `selection`'s default rule returns and how settled the controller is
+  (docs/evaluate_search.md, "Landing on the target").
+  """
   result = analysis.analyze(config.model_dir)
-  model_dir_lib.write_text(os.path.join(config.model_dir, RESULT_FILENAME),
-                           json.dumps(result.to_dict(), indent=2))
+  choice = selection.for_search(config, model_spec, result).choose(
+      selection.AUTO)
+  logging.info('%s', selection.format_text(choice, _unit(config)))
+  model_dir_lib.write_text(
+      os.path.join(config.model_dir, RESULT_FILENAME),
+      json.dumps(dict(result.to_dict(), final_architecture=choice.to_dict()),
+                 indent=2))
   return result
+
+
+def _unit(config: SearchConfig) -> str:
+  if config.cost_model == cost_models.NONE:
+    return ''
+  return cost_models.get(config.cost_model).unit

@@ -205,6 +205,32 @@ def _shared_weight_step(config: SearchConfig, plan: StepPlan,
           'learning_rate': learning_rate}
 
 
+def validation_logits(config: SearchConfig, plan: StepPlan,
+                      masked_spec: Any, images: tf.Tensor,
+                      snapshots: Optional[Dict[str, tf.Tensor]] = None
+                      ) -> tf.Tensor:
+  """The supernet's validation pass: the network the reward scores.
+
+  The shared weights under `masked_spec`'s masks with batch-statistics BN
+  (docs/method.md sections 4-5), built in the plan's form. A one-shot score
+  (evaluation/one_shot.py) builds its network here too, so that it is the
+  search's own.
+
+  Args:
+    config: the search's config.
+    plan: its step plan (form, widths, compute dtype).
+    masked_spec: the model spec with a tensor mask on every decision.
+    images: float32 [N, H, W, C].
+    snapshots: the step's weight reads (pre_update validation), or None to
+      read the variables.
+
+  Returns:
+    float32 logits [N, num_classes].
+  """
+  form = forms.xla() if plan.xla else forms.validation(plan.width_form)
+  return _network(config, plan, form, masked_spec, images, snapshots)
+
+
 def _validation_accuracy(config: SearchConfig, plan: StepPlan,
                          masked_spec: Any, batch: _Batch,
                          after: tf.Operation,
@@ -218,11 +244,10 @@ def _validation_accuracy(config: SearchConfig, plan: StepPlan,
   reads) runs after the update where the plan says so
   (`StepPlan.validation_after_update`).
   """
-  form = forms.xla() if plan.xla else forms.validation(plan.width_form)
   with tf.control_dependencies(
       [after] if plan.validation_after_update else []):
-    logits = _network(config, plan, form, masked_spec,
-                      batch.validation_images, snapshots)
+    logits = validation_logits(config, plan, masked_spec,
+                               batch.validation_images, snapshots)
     correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
                        batch.validation_labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))

@@ -8,11 +8,12 @@ fields may only be appended.
 Width conventions, shared by the builder and the cost models:
   * A `Block`'s `filters` (an int or a OneOf of ints) is the output width of
     every width-changing layer in it (`Conv`, `SeparableConv`,
-    `DepthwiseBottleneck`).
+    `DepthwiseBottleneck`, `UniversalInvertedBottleneck`).
   * A layer's input width is the output width of the layer before it; the
     network input has 3 channels (or the dataset's channel count).
-  * `DepthwiseBottleneck.expansion_filters` is a `FilterMultiplier` (or OneOf
-    of them) relative to the layer's input width, rounded by `scale_filters`.
+  * `DepthwiseBottleneck.expansion_filters` (and the UIB's) is a
+    `FilterMultiplier` (or OneOf of them) relative to the layer's input
+    width, rounded by `scale_filters`.
 """
 
 import dataclasses
@@ -99,6 +100,44 @@ class DepthwiseBottleneck:
     for name in (self.activation, self.se_inner_activation,
                  self.se_gating_activation):
       _check_activation(name)
+
+
+# `UniversalInvertedBottleneck`'s kernel size of an absent depthwise conv.
+NO_DEPTHWISE = 0
+
+
+def _kernel_choices(value: Any) -> Tuple[Any, ...]:
+  return value.choices if isinstance(value, OneOf) else (value,)
+
+
+@serialization.register
+@dataclasses.dataclass(frozen=True)
+class UniversalInvertedBottleneck:
+  """MobileNetV4's Universal Inverted Bottleneck (UIB; docs/mobilenet_v4.md).
+
+  [start depthwise k_a x k_a (stride 1) -> BN] -> 1x1 expand -> BN -> act ->
+  [middle depthwise k_m x k_m (stride) -> BN -> act] -> 1x1 project -> BN
+  (Qin et al. 2024, section 4). A kernel size of `NO_DEPTHWISE` (0) leaves
+  that depthwise conv out: IB (0, k), ConvNext-like (k, 0), ExtraDW (k1,
+  k2), FFN (0, 0). The 1x1 convs and their BNs are shared by every choice of
+  the two kernel sizes. The stride is the middle depthwise conv's, so a
+  strided UIB needs one in every choice. Not residual by itself: wrap it in
+  `Residual` for a skip connection.
+  """
+  start_kernel_size: Union[int, OneOf]
+  middle_kernel_size: Union[int, OneOf]
+  expansion_filters: Union[FilterMultiplier, OneOf]
+  strides: int = 1
+  activation: str = 'relu'
+
+  def __post_init__(self):
+    _check_activation(self.activation)
+    if self.strides != 1 and NO_DEPTHWISE in _kernel_choices(
+        self.middle_kernel_size):
+      raise ValueError(
+          f'a UIB with stride {self.strides} needs a middle depthwise conv '
+          f'to carry it; middle_kernel_size {self.middle_kernel_size!r} may '
+          f'be {NO_DEPTHWISE} (none)')
 
 
 @serialization.register

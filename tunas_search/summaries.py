@@ -45,7 +45,8 @@ _SEARCH_CHARTS = (
 # Kinds of layer records that still hold decisions (their fields are not
 # known yet, so only the kind names the choice), as in block strings.
 _RECORD_KINDS = {specs.DepthwiseBottleneck: 'ib', specs.Conv: 'conv',
-                 specs.SeparableConv: 'sep'}
+                 specs.SeparableConv: 'sep',
+                 specs.UniversalInvertedBottleneck: 'uib'}
 
 
 def _record_name(record: Any) -> str:
@@ -65,8 +66,9 @@ def _value_name(decision: schema.Decision, choice: Any) -> str:
   if isinstance(choice, bool):  # Before int: bool is an int.
     return 'se' if choice else 'nose'
   if isinstance(choice, int):
-    if decision.path.split('/')[-1] == 'kernel_size':
-      return f'k{choice}'
+    if decision.path.split('/')[-1].endswith('kernel_size'):
+      # A UIB's kernel 0 is no depthwise conv (specs.NO_DEPTHWISE).
+      return f'k{choice}' if choice else 'none'
     if decision.tag == schema.FILTERS:
       return f'w{choice}'
     return str(choice)

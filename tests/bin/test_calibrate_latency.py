@@ -42,11 +42,11 @@ _SPACE = '--search_space=proxylessnas_search'
     ([_SPACE, '--seed=-1'], 'seed must be >= 0, got -1'),
     # The configs' range, as every tool.
     ([_SPACE, '--image_size=5'],
-     'image_size 5 is outside the valid range 28..224'),
+     'image_size 5 is outside the valid range 28..512'),
     ([_SPACE, '--image_size=20'],
-     'image_size 20 is outside the valid range 28..224'),
-    ([_SPACE, '--image_size=225'],
-     'image_size 225 is outside the valid range 28..224'),
+     'image_size 20 is outside the valid range 28..512'),
+    ([_SPACE, '--image_size=513'],
+     'image_size 513 is outside the valid range 28..512'),
     # Checked before calibration.json and measurements.jsonl are written.
     ([_SPACE, '--backend=adb', '--adb=/nonexistent/adb',
       '--benchmark_binary=/data/local/tmp/benchmark_model'],
@@ -54,6 +54,11 @@ _SPACE = '--search_space=proxylessnas_search'
     ([_SPACE, '--output_dir='], '--output_dir is empty'),
     (['--search_space=proxylessnas_search', '--max_reference_ratio=0.5'],
      'max_reference_ratio must be >= 1, got 0.5'),
+    # MobileNetV4's two stages are scored as their one-stage space.
+    (['--search_space=mobilenet_v4_conv_small_fine'],
+     'mobilenet_v4_conv_small_fine is scored with the latency model of '
+     'mobilenet_v4_conv_small_search, which holds all its architectures: '
+     'calibrate --search_space=mobilenet_v4_conv_small_search'),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
   output_dir = tmp_path / 'cal'

@@ -13,10 +13,12 @@ import pytest
 
 from bin import cli
 from bin import config_flags
+from bin import evaluate_search
 from bin import search
 from bin import train_eval
 from tunas_search import config as config_lib
 from tunas_search.config import SearchConfig
+from tunas_search.evaluation.config import EvaluationConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
@@ -39,7 +41,8 @@ _SEARCH_FLAGS = {
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'seed', 'constant_validation_accuracy',
     'multi_worker', 'cost_model_file', 'supernet_widths',
-    'unused_weight_steps', 'controller_placement', 'step_build'}
+    'unused_weight_steps', 'controller_placement', 'coarse_model_dir',
+    'step_build'}
 _TRAIN_EVAL_FLAGS = {
     'search_space', 'indices', 'search_model_dir', 'model_dir', 'resume_from',
     'mode',
@@ -50,7 +53,7 @@ _TRAIN_EVAL_FLAGS = {
     'path_dropout_rate', 'init_from_search', 'freeze_backbone',
     'use_bfloat16', 'use_tpu', 'tpu', 'tpu_zone', 'gcp_project',
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
-    'keep_checkpoint_max', 'seed', 'format'}
+    'keep_checkpoint_max', 'seed', 'format', 'final_architecture'}
 
 
 def _defined(tool) -> flags.FlagValues:
@@ -155,7 +158,10 @@ def test_bad_enum_and_number_values_are_one_line(args, message):
   assert '\n' not in str(error.value)
 
 
-PRESETS = sorted(glob.glob(os.path.join(ROOT, 'configs', '*.cfg')))
+# Presets of bin/evaluate_search.py; every other preset is a search's.
+EVALUATION_PRESETS = ('paper_question.cfg',)
+PRESETS = sorted(p for p in glob.glob(os.path.join(ROOT, 'configs', '*.cfg'))
+                 if os.path.basename(p) not in EVALUATION_PRESETS)
 
 
 def test_presets_are_found():
@@ -175,6 +181,20 @@ def test_every_preset_builds_a_valid_config(preset, tmp_path):
   for name, value in search.CONFIG_FLAGS.values(flag_values).items():
     assert getattr(config, name) == value, name
   assert SearchConfig.from_json(config.to_json()) == config
+
+
+@pytest.mark.parametrize('preset', EVALUATION_PRESETS)
+def test_every_evaluation_preset_builds_a_valid_config(preset, tmp_path):
+  flag_values = _defined(evaluate_search)
+  flag_values(['evaluate_search.py',
+               f'--flagfile={os.path.join(ROOT, "configs", preset)}',
+               f'--output_dir={tmp_path}', '--search_model_dir=/s1'])
+  config = evaluate_search.build_config(flag_values)
+  assert isinstance(config, EvaluationConfig)
+  for name, value in evaluate_search.CONFIG_FLAGS.values(
+      flag_values).items():
+    assert getattr(config, name) == value, name
+  assert EvaluationConfig.from_json(config.to_json()) == config
 
 
 # ConfigFlags on its own --------------------------------------------------

@@ -35,11 +35,11 @@ def test_json_for_mobilenet_v2(capsys):
   info = json.loads(_main(capsys, '--search_space=mobilenet_v2',
                           '--format=json'))
   assert set(info) == {
-      'search_space', 'architecture', 'indices', 'block_string', 'params',
-      'madds',
-      'num_decisions', 'log10_space_size', 'cost/madds', 'cost/params',
+      'search_space', 'architecture', 'indices', 'block_string',
+      'image_size', 'params', 'madds', 'num_decisions', 'log10_space_size', 'cost/madds', 'cost/params',
       'cost/pixel1_latency'}
   assert info['search_space'] == 'mobilenet_v2'
+  assert info['image_size'] == 224  # TuNAS's, as the flag's default.
   default = search_spaces.get('mobilenet_v2').default_indices()
   # As in analyze_search's JSON: the string and its list of ints.
   assert info['architecture'] == architecture.format_indices(default)
@@ -102,9 +102,9 @@ def test_text_summary(capsys):
      "unknown --format 'xml'; valid choices: text, json"),
     # The configs' range, as every tool (tunas_search.config).
     (['--search_space=mobilenet_v2', '--image_size=27'],
-     '^image_size 27 is outside the valid range 28..224$'),
+     '^image_size 27 is outside the valid range 28..512$'),
     (['--search_space=mobilenet_v2', '--image_size=100000'],
-     '^image_size 100000 is outside the valid range 28..224$'),
+     '^image_size 100000 is outside the valid range 28..512$'),
 ])
 def test_bad_input_is_a_one_line_usage_error(capsys, args, message):
   with pytest.raises(cli.UsageError, match=message) as error:

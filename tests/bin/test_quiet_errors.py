@@ -99,7 +99,7 @@ def test_unwritable_and_too_small_inputs_are_one_line(tmp_path):
                       f'--model_dir={under_file}'],
        f'--model_dir={under_file}: {tmp_path / "file"} is a file'),
       ('describe_arch', ['--search_space=mobilenet_v2', '--image_size=27'],
-       'image_size 27 is outside the valid range 28..224'),
+       'image_size 27 is outside the valid range 28..512'),
   ]
   for tool, args, message in cases:
     assert_one_line_error(run_tool(tool, *args, cwd=tmp_path), tool, message)

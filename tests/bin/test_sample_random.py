@@ -64,9 +64,9 @@ def test_text_madds_window():
     # The rules of a search's config (tunas_search.config), not numpy's
     # traceback or a silently ignored flag.
     (['--seed=-1'], 'seed must be >= 0, got -1'),
-    (['--image_size=5'], 'image_size 5 is outside the valid range 28..224'),
-    (['--image_size=225'],
-     'image_size 225 is outside the valid range 28..224'),
+    (['--image_size=5'], 'image_size 5 is outside the valid range 28..512'),
+    (['--image_size=513'],
+     'image_size 513 is outside the valid range 28..512'),
     (['--cost_model=madds', '--cost_model_file=model.json'],
      "cost_model_file is only read by cost_model=measured, not 'madds'"),
     # A window needs a cost: `none` is refused, and so never listed.

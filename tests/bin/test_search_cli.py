@@ -132,7 +132,7 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
      'data_dir'),
     (['--dataset=cifar10', '--data_dir=/nonexistent/tfds'],
      'data_dir /nonexistent/tfds does not exist'),
-    (['--image_size=16'], 'image_size 16 is outside the valid range 28..224'),
+    (['--image_size=16'], 'image_size 16 is outside the valid range 28..512'),
     (['--use_tpu', '--tpu=x', '--num_replicas=8', '--train_batch_size=12'],
      'train_batch_size 12 is not divisible by the 8 replicas'),
     (['--cost_model=flops'], "unknown cost model 'flops'"),
@@ -154,7 +154,7 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
     # Not taken for "unset" (the default, 1).
     (['--num_replicas=0'], 'num_replicas must be positive, got 0'),
     (['--num_replicas=-1'], 'num_replicas must be positive, got -1'),
-    (['--image_size=0'], 'image_size 0 is outside the valid range 28..224'),
+    (['--image_size=0'], 'image_size 0 is outside the valid range 28..512'),
     (['--seed=-1'], 'seed must be >= 0, got -1'),
     # TensorFlow's seeds are int64.
     (['--seed=9223372036854775808'],

@@ -98,7 +98,7 @@ _MOBILE = ['--search_space=proxylessnas_mobile', '--max_steps=1']
      'search'),
     # Refused when the flags are read.
     (['--num_replicas=0'], 'num_replicas must be positive, got 0'),
-    (['--image_size=0'], 'image_size 0 is outside the valid range 28..224'),
+    (['--image_size=0'], 'image_size 0 is outside the valid range 28..512'),
     (['--seed=-1'], 'seed must be >= 0, got -1'),
 ])
 def test_refused_runs_leave_no_model_dir(tmp_path, train_eval_dir, args,

@@ -10,7 +10,7 @@ from tunas_search.schema import OP, OneOf
 from tunas_search.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
                                 GlobalAveragePool, Residual, SeparableConv,
-                                Zero)
+                                UniversalInvertedBottleneck, Zero)
 
 MADDS = cost_models.get('madds')
 PARAMS = cost_models.get('params')
@@ -284,3 +284,37 @@ def test_without_terms_count_collects_nothing():
   assert analytic.count(_small_tower(), context, terms=terms) == (
       analytic.count(_small_tower(), context))
   assert not terms.sums
+
+
+def test_hand_computed_uib_with_searched_kernels():
+  # 8x8x8 input, 2 classes; one UIB 8 -> (x2 = 16) -> 8 with stride 2 whose
+  # start kernel is {none, 3, 5} at (0.5, 0.25, 0.25) and middle kernel
+  # {3, 5} at (0, 1). Per part (params; madds; terms):
+  #   start dw k on 8 at 8x8 (stride 1): k*k*8 + 16; k*k*8*64;
+  #     memory 8*(64 + 64 + k*k)
+  #   expand 8->16 at 8x8: 128 + 32; 128*64; (8 + 16)*64 + 128
+  #   middle dw5 on 16 at 4x4: 400 + 32; 400*16; 16*(64 + 16 + 25)
+  #   project 16->8 at 4x4: 128 + 16; 128*16; (16 + 8)*16 + 128
+  #   classifier 8->2: 18; 16
+  tower = ConvTower((Block((UniversalInvertedBottleneck(
+      OneOf((0, 3, 5), OP), OneOf((3, 5), OP), FilterMultiplier(2.0),
+      strides=2),), 8),))
+  masked = schema.with_masks(tower, [[0.5, 0.25, 0.25], [0.0, 1.0]])
+  context = cost_models.CostContext('uib', image_size=8, num_classes=2,
+                                    input_channels=8)
+  start_params = 0.25 * (72 + 16) + 0.25 * (200 + 16)
+  start_madds = 0.25 * 72 * 64 + 0.25 * 200 * 64
+  assert analytic.count(masked, context) == pytest.approx((
+      start_params + 160 + 432 + 144 + 18,
+      start_madds + 8192 + 6400 + 2048 + 16))
+  got = _terms(masked, context)
+  assert got['depthwise3x3'] == [0.25 * 72 * 64, 0.25 * 8 * (128 + 9), 0.25]
+  assert got['depthwise5x5'] == pytest.approx([
+      0.25 * 200 * 64 + 6400, 0.25 * 8 * (128 + 25) + 16 * 105, 1.25])
+  assert got['expand1x1'] == [8192, 24 * 64 + 128, 1]
+  assert got['project1x1'] == [2048, 24 * 16 + 128, 1]
+  # The FFN instantiation (no depthwise conv) of the same block, stride 1.
+  ffn = ConvTower((Block((UniversalInvertedBottleneck(
+      0, 0, FilterMultiplier(2.0)),), 8),))
+  assert analytic.count(ffn, context) == (160 + 144 + 18,
+                                          8192 + 128 * 64 + 16)

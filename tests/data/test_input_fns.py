@@ -148,9 +148,9 @@ def test_classifier_training_batches(cache_dir):
   assert images.dtype == tf.float32 and labels.dtype == tf.int32
 
 
-@pytest.mark.parametrize('size', [27, 225, 32.0])
+@pytest.mark.parametrize('size', [27, 513, 32.0])
 def test_image_size_out_of_range(size):
-  with pytest.raises(data.DataError, match=r'\[28, 224\]'):
+  with pytest.raises(data.DataError, match=r'\[28, 512\]'):
     data.SearchInputFn('embedded', None, size)
 
 

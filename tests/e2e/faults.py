@@ -72,3 +72,22 @@ class SetVariableAt(tf1.train.SessionRunHook):
   def before_run(self, run_context):
     if run_context.session.run(self._global_step) == self._step:
       run_context.session.run(self._assign)
+
+
+class StopAt(tf1.train.SessionRunHook):
+  """Simulates a crash: raises once the global step reaches `step`.
+
+  KeyboardInterrupt (a preemption) unless another exception is given.
+  """
+
+  def __init__(self, step: int, error: BaseException = KeyboardInterrupt(
+      'simulated preemption')):
+    self._step = step
+    self._error = error
+
+  def begin(self):
+    self._global_step = tf1.train.get_global_step()
+
+  def after_run(self, run_context, run_values):
+    if run_context.session.run(self._global_step) >= self._step:
+      raise self._error

@@ -23,6 +23,7 @@ from tunas_search import controller
 from tunas_search import export
 from tunas_search import runner
 from tunas_search import schema
+from tunas_search import selection
 from tunas_search import train_eval
 from tunas_search.standalone import TrainEvalConfig
 
@@ -180,13 +181,23 @@ def test_fine_tune_starts_lower_than_from_scratch(search_dir, tmp_path):
 
 
 def test_cli_takes_the_final_architecture_of_a_search(search_dir, tmp_path):
-  flag_values = flags.FlagValues()
-  train_eval_cli.define_flags(flag_values)
-  flag_values(['train_eval', f'--search_model_dir={search_dir}',
-               f'--init_from_search={search_dir}', f'--model_dir={tmp_path}',
-               '--train_batch_size=32'])
-  config, spec = train_eval_cli.build_config(flag_values)
-  assert config.indices == analysis.analyze(search_dir).architecture
+  def build(*extra):
+    flag_values = flags.FlagValues()
+    train_eval_cli.define_flags(flag_values)
+    flag_values(['train_eval', f'--search_model_dir={search_dir}',
+                 f'--init_from_search={search_dir}', f'--model_dir={tmp_path}',
+                 '--train_batch_size=32', *extra])
+    return train_eval_cli.build_config(flag_values)
+
+  config, spec = build()
+  result = analysis.analyze(search_dir)
+  search_config, _ = analysis.load_search(search_dir)
+  # By default the rule `auto` (tunas_search/selection.py); TuNAS's argmax
+  # on request.
+  assert config.indices == selection.for_search(
+      search_config, spec, result).choose('auto').architecture
+  assert build('--final_architecture=argmax')[0].indices == (
+      result.architecture)
   assert config.search_space == 'tiny'
   # Dataset and resolution default to the search's.
   assert (config.dataset, config.image_size, config.num_classes) == (

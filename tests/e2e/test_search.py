@@ -99,20 +99,6 @@ def test_result_is_the_argmax_of_the_checkpointed_logits(finished_search):
   assert max(np.abs(l).max() for l in logits) > 0
 
 
-class _StopAt(tf1.train.SessionRunHook):
-  """Simulates a crash: raises once the global step reaches `step`."""
-
-  def __init__(self, step):
-    self._step = step
-
-  def begin(self):
-    self._global_step = tf1.train.get_global_step()
-
-  def after_run(self, run_context, run_values):
-    if run_context.session.run(self._global_step) >= self._step:
-      raise KeyboardInterrupt('simulated preemption')
-
-
 class _ReadOnStart(tf1.train.SessionRunHook):
   """Records controller and baseline variables right after a restore."""
 
@@ -129,7 +115,7 @@ class _ReadOnStart(tf1.train.SessionRunHook):
 def test_interrupted_search_resumes_with_its_state(tmp_path):
   config = tiny.tiny_config(tmp_path, max_steps=8)
   with pytest.raises(KeyboardInterrupt):
-    runner.run_search(config, tiny.tiny_spec(), hooks=[_StopAt(4)])
+    runner.run_search(config, tiny.tiny_spec(), hooks=[faults.StopAt(4)])
   reader = tf.train.load_checkpoint(str(tmp_path))
   assert reader.get_tensor('global_step') == 4
   saved = {name: reader.get_tensor(name)
@@ -155,7 +141,7 @@ def test_auto_resumes_an_every_step_run_with_every_step(tmp_path):
   first = tiny.tiny_config(tmp_path, max_steps=6,
                            unused_weight_steps='every_step')
   with pytest.raises(KeyboardInterrupt):
-    runner.run_search(first, tiny.tiny_spec(), hooks=[_StopAt(3)])
+    runner.run_search(first, tiny.tiny_spec(), hooks=[faults.StopAt(3)])
   # As versions before the step plan left a model dir: the resolved value in
   # config.json, no step_plan.json.
   (tmp_path / plan_lib.PLAN_FILENAME).unlink()

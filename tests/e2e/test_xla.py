@@ -251,7 +251,8 @@ def _one_compiled_search_step(tmp_path, name: str) -> Tuple[float, float]:
       search_space=name, model_dir=str(tmp_path), num_classes=10,
       num_train_examples=10000, image_size=32, input_channels=3,
       train_batch_size=2, max_steps=100, seed=1,
-      cost_model_space=space.pixel1_model,
+      cost_model=space.cost_model,
+      cost_model_space=space.pixel1_model or space.cost_model_space,
       rl_cost_model_target=space.default_cost_target)
   graph = tf.Graph()
   with graph.as_default():

@@ -26,7 +26,12 @@ NUM_CLASSES = 10
 # Spaces sharing a spec function share one supernet graph; the enlarged
 # ProxylessNAS family adds nothing the MobileNetV3-like space does not test
 # (searched widths), so its graph is only built in the slow run.
-_SLOW_SPECS = ('proxylessnas_enlarged_search',)
+# Likewise the MobileNetV4 one-stage space holds every coarse and fine
+# architecture (the same layers and decisions), and Conv-S has every layer
+# kind of Conv-M and Conv-L.
+_SLOW_SPECS = ('proxylessnas_enlarged_search', 'mobilenet_v4_conv_small_coarse',
+               'mobilenet_v4_conv_small_fine', 'mobilenet_v4_conv_medium',
+               'mobilenet_v4_conv_large')
 # Grappler's graph rewrites take longer than the few steps a test runs.
 _FAST_START = tf.compat.v1.ConfigProto()
 _FAST_START.graph_options.rewrite_options.disable_meta_optimizer = True
@@ -118,6 +123,12 @@ def _params():
   return out
 
 
+# Kernel-size fields -> the scope prefix of their depthwise kernels.
+_KERNEL_SCOPES = {'kernel_size': 'depthwise_k',
+                  'middle_kernel_size': 'depthwise_k',
+                  'start_kernel_size': 'start_depthwise_k'}
+
+
 @pytest.mark.parametrize('name', _params())
 def test_forward_backward_random_architecture(supernets, name):
   net = supernets(name)
@@ -134,18 +145,21 @@ def test_forward_backward_random_architecture(supernets, name):
   grads = dict(zip(names, grads))
   assert all(np.all(np.isfinite(g)) for g in grads.values())
   assert np.abs(grads['classifier/kernel']).sum() > 0
-  # Gradients reach only the selected kernel size of a searched layer.
+  # Gradients reach only the selected kernel size of a searched layer (a
+  # UIB's kernel 0 is no depthwise conv).
   checked = 0
   for d, i in zip(net.decisions, indices):
-    layer = d.path.rsplit('/', 1)[0]
-    if (f'{layer}/depthwise_k3/kernel' in grads and d.num_choices > 1
-        and d.path.endswith('/kernel_size')
+    layer, field = d.path.rsplit('/', 1)
+    scope = f'{layer}/{_KERNEL_SCOPES.get(field)}'
+    if (f'{scope}3/kernel' in grads and d.num_choices > 1
         and all(indices[p] == c for p, c in d.parents)):
       for j, k in enumerate(d.oneof.choices):
-        kernel = grads[f'{layer}/depthwise_k{k}/kernel']
-        assert (np.abs(kernel).sum() > 0) == (i == j), (d.path, k)
+        if k:
+          kernel = grads[f'{scope}{k}/kernel']
+          assert (np.abs(kernel).sum() > 0) == (i == j), (d.path, k)
       checked += 1
-  assert checked > 0 or space.is_reference
+  # A coarse MobileNetV4 space searches widths and depths only.
+  assert checked > 0 or space.is_reference or name.endswith('_coarse')
 
 
 def _all_ops_on_masks(decisions) -> List[np.ndarray]:

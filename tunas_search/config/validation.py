@@ -12,7 +12,9 @@ from typing import Any, Optional
 # TuNAS searches at 224x224; the smallest size every space can take is the
 # smallest input that still leaves a 1x1 feature map after five stride-2 steps.
 MIN_IMAGE_SIZE = 28
-MAX_IMAGE_SIZE = 224
+# The largest takes MobileNetV4-Conv-L's 384x384 with room to spare
+# (docs/mobilenet_v4.md).
+MAX_IMAGE_SIZE = 512
 
 # Which weights score the validation batch (docs/method.md section 5): the
 # first is the released TuNAS's behaviour and the default.

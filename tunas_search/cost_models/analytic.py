@@ -28,8 +28,8 @@ from tunas_search.schema import OneOf
 from tunas_search.specs import (Activation, ConvTower, Conv,
                                 DepthwiseBottleneck, DetectionEndpoint,
                                 FilterMultiplier, GlobalAveragePool, Residual,
-                                SeparableConv, Zero, make_divisible,
-                                scale_filters)
+                                SeparableConv, UniversalInvertedBottleneck,
+                                Zero, make_divisible, scale_filters)
 
 # SE hidden width = make_divisible(0.25 * expanded width) (docs/method.md section 2).
 SE_RATIO = 0.25
@@ -226,6 +226,48 @@ def _bottleneck(layer: DepthwiseBottleneck, x: _State, out: Dist, ops,
   return _State(out, size), params, madds
 
 
+def _uib_depthwise(terms: Terms, kernels: Dist, channels: Any, area_in: int,
+                   area: int, ops) -> Tuple[Any, Any]:
+  """(params, madds) of a UIB's optional depthwise conv and its BN.
+
+  Kernel size 0 (`NO_DEPTHWISE`) is no conv; each other size adds its
+  `depthwise<k>x<k>` terms, weighted by its mask entry.
+  """
+  present = kernels.mean(ops, lambda v: (v > 0).astype(np.float64))
+  squares = kernels.mean(ops, _square)
+  for j, k in enumerate(kernels.values):
+    if k > 0:
+      k = int(k)
+      terms.add(f'depthwise{k}x{k}', k * k * channels * area,
+                channels * (area_in + area + k * k),
+                weight=kernels.weights[j])
+  return squares * channels + 2.0 * present * channels, (
+      squares * channels * area)
+
+
+def _uib(layer: UniversalInvertedBottleneck, x: _State, out: Dist, ops,
+         base_width: int, terms: Terms):
+  """docs/mobilenet_v4.md: start DW (stride 1), expand, middle DW (stride),
+  project; BN after each, no biases."""
+  size = _out_size(x.size, layer.strides)
+  mults = _dist(layer.expansion_filters, ops, _multiplier)
+  exp, cin = _expanded(x.width, mults, ops, base_width)
+  e, expand = exp.means(ops, exp.values, exp.values * cin)
+  cin_mean, cout = x.width.mean(ops), out.mean(ops)
+  area_in, area = x.size * x.size, size * size
+  start_p, start_m = _uib_depthwise(
+      terms, _dist(layer.start_kernel_size, ops), cin_mean, area_in, area_in,
+      ops)
+  middle_p, middle_m = _uib_depthwise(
+      terms, _dist(layer.middle_kernel_size, ops), e, area_in, area, ops)
+  project = e * cout
+  terms.add('expand1x1', expand * area_in, (cin_mean + e) * area_in + expand)
+  terms.add('project1x1', project * area, (e + cout) * area + project)
+  params = start_p + expand + 2.0 * e + middle_p + project + 2.0 * cout
+  madds = start_m + expand * area_in + middle_m + project * area
+  return _State(out, size), params, madds
+
+
 def _weighted_sum(mask: Any, values: List[Any]) -> Any:
   """sum_i mask[i] * values[i], skipping the free choices (Zero, ...)."""
   terms = [mask[i] * v for i, v in enumerate(values)
@@ -274,7 +316,8 @@ def _layer(layer: Any, x: _State, out: Dist, ops, base_width: int,
 
 
 _HANDLERS = {Conv: _conv, SeparableConv: _separable,
-             DepthwiseBottleneck: _bottleneck}
+             DepthwiseBottleneck: _bottleneck,
+             UniversalInvertedBottleneck: _uib}
 
 
 def count(masked_spec: ConvTower, context: base.CostContext,

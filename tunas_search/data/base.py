@@ -11,6 +11,11 @@ import tensorflow as tf
 from tunas_search.config import MAX_IMAGE_SIZE  # pylint: disable=unused-import
 from tunas_search.config import MIN_IMAGE_SIZE  # pylint: disable=unused-import
 
+# The largest input side a dataset defaults to (its images' side, capped):
+# TuNAS's 224 (docs/method.md section 3). Larger inputs, up to
+# MAX_IMAGE_SIZE, only when asked for (--image_size).
+MAX_DEFAULT_IMAGE_SIZE = 224
+
 # Split names used everywhere in tunas_search.data:
 #   'train'      the part of the official training set that trains the weights
 #                (shared weights during a search, or a stand-alone model);
@@ -136,7 +141,8 @@ def no_test_split(name: str, advice: str) -> DataError:
 
 
 def validate_image_size(image_size: int) -> int:
-  """Returns `image_size` if it is an integer in [28, 224].
+  """Returns `image_size` if it is an integer in [MIN_IMAGE_SIZE,
+  MAX_IMAGE_SIZE].
 
   Raises:
     DataError: naming the bad value and the valid range.

@@ -113,9 +113,10 @@ def statistics(channels: int) -> Tuple[Tuple[float, ...], Tuple[float, ...]]:
 
 
 def default_image_size(header: ImageHeader) -> int:
-  """A square input side for images like `header`: the shorter side."""
+  """A square input side for images like `header`: the shorter side, at
+  most `base.MAX_DEFAULT_IMAGE_SIZE`."""
   side = min(header.height, header.width)
-  return min(max(side, base.MIN_IMAGE_SIZE), base.MAX_IMAGE_SIZE)
+  return min(max(side, base.MIN_IMAGE_SIZE), base.MAX_DEFAULT_IMAGE_SIZE)
 
 
 def first_undecodable(blobs: Iterable[Tuple[str, Callable[[], bytes]]]

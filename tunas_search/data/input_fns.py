@@ -110,7 +110,8 @@ class SearchInputFn(_InputFnBase):
     Args:
       dataset_name: a registered dataset or 'tfds:NAME'.
       data_dir: the TFDS data directory ('embedded': optional cache dir).
-      image_size: square input side S, in [28, 224].
+      image_size: square input side S, in
+        [MIN_IMAGE_SIZE, MAX_IMAGE_SIZE] (config.py).
       validation_batch_multiplier: M; the validation batch is M times the
         training batch (4 in TuNAS, docs/method.md section 6).
       transpose_input: emit images as [H, W, C, N] (TPU only); the model_fn
@@ -191,7 +192,8 @@ class ClassifierInputFn(_InputFnBase):
       dataset_name: a registered dataset or 'tfds:NAME'.
       data_dir: the TFDS data directory ('embedded': optional cache dir).
       split: 'train', 'validation', 'test' or 'train_full' (base.SPLITS).
-      image_size: square input side S, in [28, 224].
+      image_size: square input side S, in
+        [MIN_IMAGE_SIZE, MAX_IMAGE_SIZE] (config.py).
       is_training: training (augmented, infinite) or evaluation input.
       num_validation: held-out examples; None for the dataset's default.
       seed: makes shuffling and augmentation reproducible; None: random.

@@ -198,11 +198,12 @@ def generic(name: str, data_dir: Optional[str],
   height, width, channels = image.shape
   small = bool(height and width and
                max(height, width) <= LIGHT_AUGMENTATION_MAX_SIZE)
-  size = height if height and height == width else base.MAX_IMAGE_SIZE
+  size = (height if height and height == width
+          else base.MAX_DEFAULT_IMAGE_SIZE)
   info = base.DatasetInfo(
       name=name, num_classes=label.num_classes, channels=channels or 3,
       default_image_size=min(max(size, base.MIN_IMAGE_SIZE),
-                             base.MAX_IMAGE_SIZE),
+                             base.MAX_DEFAULT_IMAGE_SIZE),
       num_train=num_train_full - num_validation,
       num_validation=num_validation,
       num_test=(builder_info.splits[test_split].num_examples

@@ -249,6 +249,14 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
   return Built(apply, out_width, layer.strides)
 
 
+def _build_uib(layer: specs.UniversalInvertedBottleneck, path: str,
+               in_width: Width, out_width: Width, ctx: BuildContext) -> Built:
+  """MobileNetV4's UIB (`uib.build_uib`)."""
+  # Imported here: uib.py builds on this module's helpers.
+  from tunas_search.supernet import uib  # pylint: disable=g-import-not-at-top
+  return uib.build_uib(layer, path, in_width, out_width, ctx)
+
+
 def _build_activation(layer: specs.Activation, path: str, in_width: Width,
                       out_width: Width, ctx: BuildContext) -> Built:
   del path, out_width, ctx
@@ -329,6 +337,7 @@ _BUILDERS = {
     specs.Conv: _build_conv,
     specs.SeparableConv: _build_separable,
     specs.DepthwiseBottleneck: _build_bottleneck,
+    specs.UniversalInvertedBottleneck: _build_uib,
     specs.Activation: _build_activation,
     specs.Residual: _build_residual,
     specs.Zero: _build_zero,

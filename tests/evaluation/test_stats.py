@@ -1,0 +1,156 @@
+"""Tests for tunas_search.evaluation.stats against values computed by hand.
+
+No TensorFlow: the statistics are plain numpy (checked at the end).
+"""
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tunas_search.evaluation import stats
+
+
+def test_rankdata_averages_ties():
+  np.testing.assert_array_equal(stats.rankdata([10, 30, 20, 30, 5]),
+                                [2, 4.5, 3, 4.5, 1])
+
+
+def test_kendall_tau_b_with_ties_by_hand():
+  # Pairs of x=[1,2,2,3], y=[1,3,2,2]: (0,1) (0,2) (0,3) concordant, (1,3)
+  # discordant, (1,2) tied in x, (2,3) tied in y: (3-1)/sqrt(5*5).
+  assert stats.kendall_tau_b([1, 2, 2, 3], [1, 3, 2, 2]) == pytest.approx(0.4)
+
+
+def test_kendall_tau_b_extremes_and_undefined():
+  assert stats.kendall_tau_b([1, 2, 3, 4], [10, 20, 30, 40]) == 1.0
+  assert stats.kendall_tau_b([1, 2, 3, 4], [4, 3, 2, 1]) == -1.0
+  assert math.isnan(stats.kendall_tau_b([1, 1, 1], [1, 2, 3]))
+  assert math.isnan(stats.kendall_tau_b([1], [2]))
+  with pytest.raises(ValueError, match='one length'):
+    stats.kendall_tau_b([1, 2], [1, 2, 3])
+
+
+def test_spearman_with_average_ranks_by_hand():
+  # Ranks x [1, 2.5, 2.5, 4], y [1, 4, 2.5, 2.5]; centred products sum to
+  # 2.25 over sqrt(4.5 * 4.5).
+  assert stats.spearman_rho([1, 2, 2, 3], [1, 3, 2, 2]) == pytest.approx(0.5)
+  assert stats.spearman_rho([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+  assert math.isnan(stats.spearman_rho([2, 2, 2], [1, 2, 3]))
+
+
+def test_percentile_rank_and_rank_test_by_hand():
+  population = [0.80, 0.85, 0.90, 0.70]
+  # Two below, one tie (half): 2.5 of 4.
+  assert stats.percentile(0.85, population) == pytest.approx(62.5)
+  assert stats.rank_among(0.85, population) == 2
+  assert stats.rank_among(0.95, population) == 1
+  # 0.85 and 0.90 are at or above: (1 + 2) / (4 + 1).
+  assert stats.rank_test_p_value(0.85, population) == pytest.approx(0.6)
+  # Best of 12: the smallest p-value 12 random ones allow.
+  assert stats.rank_test_p_value(1.0, np.linspace(0, 0.9, 12)) == (
+      pytest.approx(1 / 13))
+
+
+def test_mann_whitney_exact_by_hand():
+  # U: 3 beats 1 and 2, 5 beats all three: 5 of 6 pairs. Of the 10 ways to
+  # pick 2 of the 5 ranks, rank sums {3,5} and {4,5} reach U >= 5.
+  out = stats.mann_whitney([3, 5], [1, 2, 4])
+  assert out['u'] == 5
+  assert out['probability_of_superiority'] == pytest.approx(5 / 6)
+  assert out['p_value'] == pytest.approx(0.2)
+  assert out['exact'] == 1.0
+
+
+def test_mann_whitney_ties_count_half():
+  # 2 beats 1 twice, ties 2 twice: U = 3 of 4. Pooled ranks [3, 3, 1, 3]:
+  # 3 of the 6 splits have U = 3, the others U = 1.
+  out = stats.mann_whitney([2, 2], [1, 2])
+  assert out['u'] == 3
+  assert out['probability_of_superiority'] == pytest.approx(0.75)
+  assert out['p_value'] == pytest.approx(0.5)
+
+
+def test_mann_whitney_monte_carlo_close_to_exact(monkeypatch):
+  rng = np.random.default_rng(0)
+  a, b = rng.normal(0.5, 1, 6), rng.normal(0, 1, 14)
+  exact = stats.mann_whitney(a, b)
+  monkeypatch.setattr(stats, 'MAX_EXACT_SPLITS', 10)
+  monkeypatch.setattr(stats, 'MONTE_CARLO_SPLITS', 20000)
+  estimate = stats.mann_whitney(a, b, seed=1)
+  assert exact['exact'] == 1.0 and estimate['exact'] == 0.0
+  assert estimate['u'] == exact['u']
+  # 20,000 splits: the estimate's standard error is below 0.004.
+  assert estimate['p_value'] == pytest.approx(exact['p_value'], abs=0.015)
+  assert estimate == stats.mann_whitney(a, b, seed=1)
+
+
+def test_mann_whitney_empty_group():
+  out = stats.mann_whitney([], [1, 2])
+  assert math.isnan(out['p_value']) and out['n_b'] == 2
+
+
+def test_summary_and_pooled_seed_std_by_hand():
+  assert stats.summary([0.8, 0.9]) == {
+      'n': 2, 'mean': pytest.approx(0.85), 'std': pytest.approx(0.0707107),
+      'min': 0.8, 'max': 0.9}
+  assert stats.summary([0.8])['std'] is None
+  assert stats.summary([])['mean'] is None
+  # Squares 0.0002 + 0.0008 over 1 + 2 degrees of freedom.
+  assert stats.pooled_seed_std([[0.80, 0.82], [0.90, 0.86, 0.88], [0.5]]) == (
+      pytest.approx(math.sqrt(0.001 / 3)))
+  assert stats.pooled_seed_std([[0.5], [0.6]]) is None
+
+
+def test_seed_vs_seed_tau_by_hand():
+  # Seed 0 ranks 1<2<3<4; seed 1 swaps the middle two: 5 C, 1 D.
+  runs = [[1, 1.1], [2, 2.5], [3, 2.0], [4, 4.2], [9]]
+  assert stats.seed_vs_seed_tau(runs) == pytest.approx(4 / 6)
+  assert stats.seed_vs_seed_tau([[1], [2], [3]]) is None
+
+
+def test_detectable_difference_and_seeds_by_hand():
+  # (1.6449 + 0.8416) * 1.0 * sqrt(1/3 + 1/12) = 2.4865 * 0.6455.
+  assert stats.detectable_difference(1.0, 3, 12) == pytest.approx(1.60503,
+                                                                  abs=1e-4)
+  # Seed noise alone (architectures equal): 1.605 / sqrt(k) <= 1 from k = 3.
+  assert stats.seeds_for(1.0, 1.0, 0.0, 3, 12) == 3
+  # Architectures scattering by 1.0 alone already exceed 1.0.
+  assert stats.seeds_for(1.0, 1.0, 1.0, 3, 12) is None
+
+
+def test_architecture_std_removes_seed_noise():
+  # Variance of the means 0.0004, less 0.02^2 / 2.
+  assert stats.architecture_std([0.80, 0.82, 0.84], 0.02, 2) == (
+      pytest.approx(math.sqrt(0.0002)))
+  assert stats.architecture_std([0.8, 0.8], 0.1, 1) == 0.0
+  assert stats.architecture_std([0.8], 0.1, 1) is None
+
+
+def test_bootstrap_interval_seeded_and_bracketing():
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=20)
+  y = x + rng.normal(scale=0.5, size=20)
+  first = stats.bootstrap_interval(stats.kendall_tau_b, x, y,
+                                   num_resamples=500, seed=7)
+  assert first == stats.bootstrap_interval(stats.kendall_tau_b, x, y,
+                                           num_resamples=500, seed=7)
+  assert first != stats.bootstrap_interval(stats.kendall_tau_b, x, y,
+                                           num_resamples=500, seed=8)
+  tau = stats.kendall_tau_b(x, y)
+  assert -1 <= first[0] < tau < first[1] <= 1
+  # Perfect agreement: every defined resample agrees perfectly.
+  assert stats.bootstrap_interval(stats.spearman_rho, [1, 2, 3, 4],
+                                  [2, 4, 6, 8], num_resamples=200,
+                                  seed=0) == (1.0, 1.0)
+  assert all(math.isnan(v) for v in stats.bootstrap_interval(
+      stats.spearman_rho, [1, 2], [1, 2], num_resamples=10, seed=0))
+  assert stats.interval_list((float('nan'), 0.5)) == [None, 0.5]
+
+
+def test_no_tensorflow():
+  code = ('import sys; from tunas_search.evaluation import stats, candidates; '
+          'assert "tensorflow" not in sys.modules')
+  subprocess.run([sys.executable, '-c', code], check=True)

@@ -1,0 +1,1 @@
+"""Does the search work? Searched vs random architectures, one-shot vs stand-alone."""

@@ -1,0 +1,89 @@
+"""The builder of MobileNetV4's Universal Inverted Bottleneck (UIB).
+
+docs/mobilenet_v4.md: [start depthwise -> BN] -> 1x1 expand -> BN -> act ->
+[middle depthwise (stride) -> BN -> act] -> 1x1 project -> BN, no biases
+(Qin et al. 2024, section 4). Each depthwise position is a searched kernel
+size whose choice 0 (`specs.NO_DEPTHWISE`) is the identity; the 1x1 convs
+and their BNs sit outside both switches, so the nine instantiations of a
+block share them and a step runs only the sampled depthwise convs: it costs
+what the sampled block costs.
+"""
+
+from typing import Callable
+
+# The builder's layer helpers are shared with this layer of it, which lives
+# apart only to keep builder.py short.
+# pylint: disable=protected-access
+
+from tunas_search import specs
+from tunas_search.supernet import builder
+from tunas_search.supernet import ops
+from tunas_search.supernet import widths
+from tunas_search.supernet.ops import BuildContext
+from tunas_search.supernet.widths import Width
+
+
+def _identity(x, coef):
+  return ops.scaled(x, coef)
+
+
+def _start_choice(path: str, channels: Width) -> Callable:
+  """`make` for the start kernel: depthwise k x k (stride 1) -> BN, no
+  activation; `path/start_depthwise_k{k}/kernel`, `.../start_depthwise_bn_k{k}`.
+  """
+  def make(k: int, ctx: BuildContext):
+    if k == specs.NO_DEPTHWISE:
+      return _identity
+    kernel = builder._depthwise_kernel(f'{path}/start_depthwise_k{k}', k,
+                                       channels, ctx)
+    bn = builder._batch_norm_vars(f'{path}/start_depthwise_bn_k{k}',
+                                  channels, ctx)
+    def fn(x, coef):
+      return ops.batch_norm(ops.depthwise_conv2d(x, kernel), bn, ctx,
+                            ops.combine(channels.mask, coef))
+    return fn
+  return make
+
+
+def _middle_choice(path: str, channels: Width, strides: int,
+                   act: str) -> Callable:
+  """`make` for the middle kernel: the inverted bottleneck's depthwise conv
+  (`path/depthwise_k{k}`, as `DepthwiseBottleneck`'s), or the identity."""
+  depthwise = builder._depthwise_choice(path, channels, strides, act)
+
+  def make(k: int, ctx: BuildContext):
+    # specs.UniversalInvertedBottleneck refuses a strided block without one.
+    return _identity if k == specs.NO_DEPTHWISE else depthwise(k, ctx)
+  return make
+
+
+def build_uib(layer: specs.UniversalInvertedBottleneck, path: str,
+              in_width: Width, out_width: Width,
+              ctx: BuildContext) -> builder.Built:
+  """A UIB; its 1x1 convs and their BNs shared by every kernel choice."""
+  expanded = widths.expanded_width(in_width, layer.expansion_filters,
+                                   ctx.filters_base,
+                                   f'{path}/expansion_filters',
+                                   ctx.sampled_widths)
+  start = builder._choose(
+      layer.start_kernel_size, f'{path}/start_kernel_size',
+      _start_choice(path, in_width), ctx,
+      lambda x: ops.zeros_like_output(x, 1, in_width.channels))
+  expand = builder._conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
+  expand_bn = builder._batch_norm_vars(f'{path}/expand_bn', expanded, ctx)
+  middle = builder._choose(
+      layer.middle_kernel_size, f'{path}/middle_kernel_size',
+      _middle_choice(path, expanded, layer.strides, layer.activation), ctx,
+      lambda x: ops.zeros_like_output(x, layer.strides, expanded.channels))
+  project = builder._conv_kernel(f'{path}/project', 1, expanded, out_width,
+                                 ctx)
+  project_bn = builder._batch_norm_vars(f'{path}/project_bn', out_width, ctx)
+
+  def apply(x, scale=None, base=None):
+    h = ops.bn_activation(ops.conv2d(start(x), expand), expand_bn, ctx,
+                          layer.activation, expanded.mask, None)
+    # The op's mask entry is folded into the last BN (no activation after).
+    y = ops.batch_norm(ops.conv2d(middle(h), project), project_bn, ctx,
+                       ops.combine(out_width.mask, scale))
+    return y if base is None else base + y
+  return builder.Built(apply, out_width, layer.strides)
