@@ -308,6 +308,22 @@ def test_controller_placement_may_change_on_resume(tmp_path):
     assert moved.resumable_changes(c) == {}
 
 
+def test_step_build_may_change_on_resume(tmp_path):
+  # The variables are the same; the plan checks the run's update
+  # (tests/test_plan.py).
+  c = _config(tmp_path)
+  for build in ('graph', 'xla'):
+    moved = dataclasses.replace(c, step_build=build)
+    assert moved.incompatibilities(c) == {}
+    assert moved.resumable_changes(c) == {}
+
+
+def test_a_config_written_before_step_build_reads_as_auto(tmp_path):
+  old = json.loads(_config(tmp_path).to_json())
+  del old['step_build']
+  assert SearchConfig.from_json(json.dumps(old)).step_build == 'auto'
+
+
 def test_a_config_written_before_controller_placement_reads_as_auto(tmp_path):
   old = json.loads(_config(tmp_path).to_json())
   del old['controller_placement']

@@ -132,6 +132,17 @@ def _tpu(replicas, **overrides):
      "'gpu'; valid choices: auto, host, default"),
     (dict(num_replicas=2, controller_placement='host'), _HOST),
     (_tpu(8, controller_placement='host', supernet_widths='masked'), _HOST),
+    (dict(step_build='jit'), "unknown step_build 'jit'; valid choices: "
+     'auto, graph, xla'),
+    (_tpu(8, step_build='graph', supernet_widths='masked'),
+     'step_build=graph cannot run on TPU, which always compiles the step '
+     'with XLA; use auto or xla'),
+    (dict(num_replicas=2, step_build='xla'), 'step_build=xla off TPU needs '
+     'one replica (the step is compiled as one program on one device); use '
+     'auto or graph'),
+    (dict(step_build='xla', controller_placement='host'), 'step_build=xla '
+     'compiles the whole step on one device, so controller_placement=host '
+     'cannot apply; use auto or default'),
     (dict(seed=-1), 'seed must be >= 0, got -1'),
     (dict(seed=config_lib.MAX_SEED + 1),
      f'seed must be at most {config_lib.MAX_SEED}, got '
@@ -182,6 +193,9 @@ def test_each_check_names_its_field_and_value(overrides, message):
     dict(num_replicas=2, unused_weight_steps='auto'),
     dict(controller_placement='host'), dict(controller_placement='default'),
     dict(num_replicas=2, controller_placement='default'),
+    dict(step_build='graph'), dict(step_build='xla'),
+    _tpu(8, step_build='xla', supernet_widths='masked'),
+    dict(step_build='xla', controller_placement='default'),
     dict(seed=0), dict(seed=config_lib.MAX_SEED),
     dict(cost_model='measured', cost_model_file='/x/latency_model.json'),
 ])

@@ -150,6 +150,57 @@ def test_a_resumed_run_keeps_its_update(tmp_path):
       "unused_weight_steps (was 'every_step', now 'deferred')")
 
 
+@pytest.mark.parametrize('overrides, environment, xla, by_model_fn', [
+    # auto is the graph off TPU (no GPU measurement says otherwise yet).
+    (dict(), GPU, False, False),
+    (dict(step_build='graph'), GPU, False, False),
+    # Off TPU, the model_fn compiles the step itself.
+    (dict(step_build='xla'), GPU, True, True),
+    (dict(step_build='xla'), Environment(), True, True),
+    # A TPU compiles the step; tests compile it themselves.
+    (_tpu(), Environment(), True, False),
+    (_tpu(step_build='xla'), Environment(), True, False),
+    (dict(step_build='xla'), XLA, True, False),
+])
+def test_step_build(overrides, environment, xla, by_model_fn):
+  plan = plan_lib.resolve(_config(**overrides), environment)
+  assert (plan.xla, plan.compiled_by_model_fn) == (xla, by_model_fn)
+  if xla:
+    assert (plan.width_form, plan.shared_update) == ('masked', 'every_step')
+    assert not plan.controller_on_host  # One program on one device.
+
+
+def test_an_xla_build_keeps_the_controller_in_the_program():
+  with pytest.raises(ConfigError) as error:
+    plan_lib.resolve(_config(controller_placement='host'), XLA)
+  assert str(error.value) == (
+      'controller_placement=host cannot apply to an XLA build, which '
+      'compiles the whole step on one device; use auto or default')
+
+
+def test_a_deferred_run_cannot_resume_compiled():
+  deferred = plan_lib.resolve(_config())
+  assert deferred.shared_update == 'deferred'
+  with pytest.raises(ConfigError) as error:
+    plan_lib.resolve(_config(step_build='xla'), GPU, deferred)
+  assert str(error.value) == (
+      'model dir /unused holds a run whose unused weights take deferred '
+      'steps, which cannot run under XLA; resume it with step_build=graph '
+      '(or auto)')
+  every_step = plan_lib.resolve(_config(step_build='xla'), GPU)
+  assert plan_lib.resolve(_config(), GPU, every_step).shared_update == (
+      'every_step')
+
+
+def test_a_plan_written_before_compiled_by_model_fn_reads_as_false():
+  plan = plan_lib.resolve(_config(), GPU)
+  values = json.loads(plan.to_json())
+  del values['compiled_by_model_fn']
+  assert plan_lib.StepPlan.from_json(json.dumps(values)) == plan
+  with pytest.raises(ConfigError, match='only an XLA build is compiled by'):
+    dataclasses.replace(plan, compiled_by_model_fn=True)
+
+
 def _write_config(model_dir, **overrides):
   config = _config(model_dir, **overrides)
   config_lib.write_or_check(config, '{"spec": 1}')

@@ -19,6 +19,7 @@ from tunas_search import search
 from tunas_search import selection
 from tunas_search import serialization
 from tunas_search import summaries
+from tunas_search import xla_flags
 from tunas_search.config import plan as plan_lib
 from tunas_search.config import SearchConfig
 from tunas_search.runtime import estimators
@@ -148,6 +149,14 @@ def _train(config: SearchConfig, plan: plan_lib.StepPlan,
   began = time.time()
   logging.info('Building the search graph (about a minute on a CPU for a '
                'full space); progress is logged every %d steps', log_every)
+  if plan.compiled_by_model_fn:
+    logging.info('step_build=xla: XLA compiles the step on its first run '
+                 '(minutes for a full space)')
+    if not environment.has_gpu:
+      # XLA's CPU backend compiles a full space's step in minutes only with
+      # these LLVM options (docs/xla.md); a GPU's kernels need its inlining.
+      # Read at the process's first XLA compile, which is still to come.
+      xla_flags.use_cpu_compile_options()
   chief = mirrored is None or mirrored.is_chief
   # The saver runs first, so a checkpoint due at a step is written before
   # any later hook can stop the run. Only the chief writes the model dir.

@@ -41,7 +41,8 @@ _SEARCH_FLAGS = {
     'num_replicas', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'seed', 'constant_validation_accuracy',
     'multi_worker', 'cost_model_file', 'supernet_widths',
-    'unused_weight_steps', 'controller_placement', 'coarse_model_dir'}
+    'unused_weight_steps', 'controller_placement', 'coarse_model_dir',
+    'step_build'}
 _TRAIN_EVAL_FLAGS = {
     'search_space', 'indices', 'search_model_dir', 'model_dir', 'resume_from',
     'mode',

@@ -9,6 +9,8 @@ logits and the reward baseline. The full search spaces take minutes each to
 compile, so their tests are marked slow (docs/xla.md).
 """
 
+import dataclasses
+import json
 import os
 import sys
 from typing import Callable, Dict, List, Tuple
@@ -19,14 +21,18 @@ import tensorflow as tf
 
 import search_spaces
 from tunas_search import architecture
+from tunas_search import cost_models
 from tunas_search import search
+from tunas_search import xla_flags
 from tunas_search.config import SearchConfig
 from tunas_search.config import plan as plan_lib
+from tunas_search.runtime import progress
 from tunas_search.standalone import make_model_fn
 from tunas_search.standalone.config import TrainEvalConfig
 from tunas_search.tf_internals import xla
 
 sys.path.insert(0, os.path.dirname(__file__))
+import replicas  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tiny  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 tf1 = tf.compat.v1
@@ -157,6 +163,41 @@ def test_search_step_under_xla_matches_the_plain_graph(tmp_path):
     np.testing.assert_allclose(xla_end[name], plain_end[name], rtol=RTOL,
                                atol=ATOL, err_msg=name)
   assert plain[0][0] != plain[-1][0]  # The shared weights train.
+
+
+def test_a_search_with_step_build_xla_compiles_its_step_and_runs(
+    tmp_path, monkeypatch):
+  # step_build=xla off TPU: the model_fn wraps the step in one XLA
+  # computation itself (the compiled network's values are compared with the
+  # graph's above) and the estimator runs it, with its hooks, host_call and
+  # checkpoints. With a constant validation accuracy, each step's reward is
+  # the cost model's for the architecture the step sampled. Without a GPU
+  # the runner adds the CPU compile options (conftest.py set them for this
+  # process's compiles already: only the runner's setting is checked).
+  monkeypatch.delenv('XLA_FLAGS', raising=False)
+  config = _search_config(
+      tmp_path, max_steps=3, increase_ops_warmup_steps_fraction=0.0,
+      increase_filters_warmup_steps_fraction=0.0, rl_delay_steps_fraction=0.0,
+      unused_weight_steps='auto', step_build='xla',
+      constant_validation_accuracy=0.5)
+  steps = replicas.record_search(str(tmp_path), **{
+      f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+      if f.name != 'model_dir'})
+  with open(tmp_path / plan_lib.PLAN_FILENAME) as f:
+    plan = json.load(f)
+  assert plan['xla'] and plan['compiled_by_model_fn']
+  assert plan['shared_update'] == 'every_step'  # What `auto` is under XLA.
+  assert progress.latest_step(str(tmp_path)) == 3
+  if not tf.config.list_physical_devices('GPU'):
+    assert os.environ['XLA_FLAGS'] == xla_flags.with_cpu_compile_options('')
+  assert len(steps) == 3 and len({str(s['indices']) for s in steps}) > 1
+  model = cost_models.get(config.cost_model)
+  context = cost_models.context_for(config)
+  for step in steps:
+    cost = model.cost(tiny.tiny_spec(), step['indices'][0], context)
+    expected = 0.5 + config.rl_cost_model_exponent * abs(
+        cost / config.rl_cost_model_target - 1)  # The `abs` reward.
+    np.testing.assert_allclose(step['reward'], [expected], rtol=RTOL)
 
 
 def _standalone_steps(config, spec, use_xla: bool, steps: int, initial=None):

@@ -23,7 +23,7 @@ def test_an_unknown_check_is_refused_naming_the_valid_ones(tmp_path):
   result, out = _run(tmp_path, str(tmp_path), CHECKS='tests bench_xyz')
   assert result.returncode == 2
   assert ("unknown check 'bench_xyz' in CHECKS (valid: tests bench_step "
-          'bench_ops bench_ab)') in result.stderr
+          'bench_ops bench_ab throughput)') in result.stderr
   assert not out.exists()
 
 

@@ -26,6 +26,9 @@
 # runs (BASELINE=. compares two settings of this checkout, e.g.
 # B_ARGS=--controller_placement=default); AB_SIDES picks its sides (default
 # search,parts).
+# throughput (not a default): issue 48's measurements at 224x224,
+# tools/gpu_offline/throughput.sh (THROUGHPUT_S, default 420 s; one JSON
+# line per run in $OUT/throughput.jsonl).
 # bench_step and bench_ab also trace each timed step once
 # (search_step.py --trace_dir); the RunMetadata files come back in
 # $OUT/traces.tar for bench/trace_summary.py to read on any machine.
@@ -41,8 +44,8 @@ OUT=$(realpath -m "${OUT:-/tmp/gpu_checks}")
 cd "$(dirname "$0")/../.." || exit 2
 CHECKS=${CHECKS:-tests bench_step bench_ops}
 for c in $CHECKS; do
-  case $c in tests|bench_step|bench_ops|bench_ab) ;;
-    *) echo "checks.sh: unknown check '$c' in CHECKS (valid: tests bench_step bench_ops bench_ab)" >&2
+  case $c in tests|bench_step|bench_ops|bench_ab|throughput) ;;
+    *) echo "checks.sh: unknown check '$c' in CHECKS (valid: tests bench_step bench_ops bench_ab throughput)" >&2
        exit 2;;
   esac
 done
@@ -119,6 +122,9 @@ for run in a1 b1 a2 b2; do
   say "ab $run ($code $args)"
   grep -E '"search_ms"|search_vs_sampled_parts_ratio|overhead_share|rc=' "$OUT/ab_$run.txt"
 done
+fi
+if want throughput; then
+bash tools/gpu_offline/throughput.sh "$PY" "$OUT"; say throughput
 fi
 # A lease brings back 8 files: the traces travel as one.
 traces=$(cd "$OUT" && ls -d trace_* 2>/dev/null)

@@ -6,7 +6,7 @@
 #
 #   bash tools/gpu_offline/make_bundle.sh [OUT_DIR] [CHUNK_BYTES]
 #
-# Writes OUT_DIR/bundle.tar.xz (~425 MB for an sm_90 GPU) and, if
+# Writes OUT_DIR/bundle.tar.xz (~430 MB for an sm_90 GPU) and, if
 # CHUNK_BYTES is given, splits it into OUT_DIR/c0, c1, ... of that size.
 # Takes ~12 minutes on 2 cores, most of it xz.
 set -euo pipefail
@@ -31,10 +31,17 @@ grep -v -i '^tensorflow-cpu\|^tensorflow==' requirements/cpu.txt > "$W/constrain
   'tensorflow[and-cuda]==2.15.1' tensorflow-datasets==4.9.10 \
   tensorflow-metadata==1.16.1 absl-py 'numpy<2' pytest
 cd "$W/site"
-# Not loaded by this project's steps: NCCL (several GPUs), the PTX
-# assembler (XLA on GPU), the profiler, cuDNN's RNN/attention libraries,
-# headers and static libraries.
-rm -rf nvidia/nccl nvidia/cuda_nvcc nvidia/cuda_cupti nvidia/nvjitlink clang \
+# XLA on the GPU (step_build=xla) compiles its kernels with the PTX
+# assembler and links CUDA's math library (libdevice): kept, the rest of
+# the compiler's wheel dropped (env.sh points XLA at them).
+mv nvidia/cuda_nvcc "$W/cuda_nvcc"
+mkdir -p nvidia/cuda_nvcc/bin nvidia/cuda_nvcc/nvvm
+mv "$W/cuda_nvcc/bin/ptxas" nvidia/cuda_nvcc/bin/
+mv "$W/cuda_nvcc/nvvm/libdevice" nvidia/cuda_nvcc/nvvm/
+rm -rf "$W/cuda_nvcc"
+# Not loaded by this project's steps: NCCL (several GPUs), the profiler,
+# cuDNN's RNN/attention libraries, headers and static libraries.
+rm -rf nvidia/nccl nvidia/cuda_cupti nvidia/nvjitlink clang \
   pyarrow tensorflow/include nvidia/cudnn/lib/libcudnn_adv_* \
   nvidia/cublas/lib/libnvblas.so.* nvidia/cufft/lib/libcufftw.so.* \
   nvidia/cusolver/lib/libcusolverMg.so.*

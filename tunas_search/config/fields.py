@@ -18,6 +18,7 @@ from tunas_search.config import validation
 from tunas_search.config.persistence import OtherJobError
 from tunas_search.config.validation import CONTROLLER_PLACEMENTS
 from tunas_search.config.validation import ConfigError
+from tunas_search.config.validation import STEP_BUILDS
 from tunas_search.config.validation import SUPERNET_WIDTHS
 from tunas_search.config.validation import UNUSED_WEIGHT_STEPS
 from tunas_search.config.validation import VALIDATION_WEIGHTS
@@ -28,7 +29,7 @@ from tunas_search.config.validation import VALIDATION_WEIGHTS
 RUNTIME_FIELDS = frozenset({
     'model_dir', 'data_dir', 'tpu', 'tpu_zone', 'gcp_project',
     'cost_model_file', 'supernet_widths', 'controller_placement',
-    'tpu_iterations_per_loop', 'save_checkpoints_steps',
+    'step_build', 'tpu_iterations_per_loop', 'save_checkpoints_steps',
     'keep_checkpoint_max', 'log_every_steps'})
 # Fields of a search that may change when it resumes; config.json then
 # records the new value. Only the learning rates: they scale schedules that
@@ -292,6 +293,12 @@ class SearchConfig(TrainingFields):
       'placement: the GPU, where there is one) or auto (host when one '
       'replica runs on a GPU, else default).',
       choices=CONTROLLER_PLACEMENTS)
+  step_build: str = option(
+      'auto', 'What runs the step off TPU: graph (TensorFlow runs the graph '
+      'op by op), xla (XLA compiles the whole step, as on TPU: masked '
+      'widths, every weight stepped every step; for a GPU: on a CPU it '
+      'compiles for minutes and runs slower) or auto (graph off TPU; a TPU '
+      'step is always compiled).', choices=STEP_BUILDS)
   multi_worker: bool = option(
       False, 'Run as one worker of a search over several hosts, as the '
       'TF_CONFIG environment variable describes them '

@@ -67,7 +67,15 @@ class StepPlan:
       exists.
     controller_on_host: the controller, cost model, reward, schedules and
       summary packing run on the host CPU (beside one GPU).
-    compute_dtype: 'float32' or 'bfloat16' (variables stay float32).
+    compute_dtype: 'float32' or 'bfloat16' (variables stay float32; the
+      controller, cost model and reward compute in float32 either way). The
+      rule (`resolve`): bfloat16 exactly when `use_bfloat16`, on every
+      device.
+    compiled_by_model_fn: the model_fn wraps the step in one XLA
+      computation itself (`step_build=xla` off TPU); on TPU the
+      TPUEstimator compiles it, and tests and bench/xla_compile.py
+      (`Environment(xla=True)`) wrap it themselves. Absent from plans
+      written before it existed (False: they never compiled off TPU).
   """
   xla: bool
   width_form: str
@@ -76,6 +84,7 @@ class StepPlan:
   gradient_sync_barrier: bool
   controller_on_host: bool
   compute_dtype: str
+  compiled_by_model_fn: bool = False
 
   def __post_init__(self):
     for name, choices in (('width_form', WIDTH_FORMS),
@@ -91,6 +100,12 @@ class StepPlan:
                      'step plan: an XLA build has masked widths and '
                      f'every_step updates, not {self.width_form} widths and '
                      f'{self.shared_update} updates')
+    validation.check(not (self.xla and self.controller_on_host),
+                     'step plan: an XLA build compiles the controller with '
+                     'the rest of the step, not on the host')
+    validation.check(self.xla or not self.compiled_by_model_fn,
+                     'step plan: only an XLA build is compiled by the '
+                     'model_fn')
 
   @property
   def validation_after_update(self) -> bool:
@@ -157,6 +172,10 @@ def _shared_update(config: SearchConfig, xla: bool,
   else:
     update = asked
   if update == DEFERRED:
+    validation.check(previous is None or not xla,
+                     f'model dir {config.model_dir} holds a run whose unused '
+                     'weights take deferred steps, which cannot run under '
+                     'XLA; resume it with step_build=graph (or auto)')
     validation.check(not xla, 'unused_weight_steps=deferred cannot run under '
                      'XLA; use every_step or auto')
     # An idle weight's mean square is multiplied by decay**k at once when it
@@ -184,17 +203,33 @@ def resolve(config: SearchConfig, environment: Environment = Environment(),
   Raises:
     ConfigError: naming the value that cannot run here, in one line.
   """
-  xla = config.use_tpu or environment.xla
-  on_host = (config.controller_placement == 'host' or (
+  # `step_build=auto` is the graph off TPU: no GPU measurement has shown
+  # the compiled step faster there yet (docs/benchmarks.md, "One GPU at
+  # ImageNet scale"). A TPU always compiles.
+  by_model_fn = (config.step_build == 'xla' and not config.use_tpu and
+                 not environment.xla)
+  xla = config.use_tpu or environment.xla or config.step_build == 'xla'
+  # One compiled program runs on one device: nothing goes to the host.
+  on_host = not xla and (config.controller_placement == 'host' or (
       config.controller_placement == 'auto' and environment.has_gpu and
       validation.one_local_replica(config)))
+  validation.check(not (xla and config.controller_placement == 'host'),
+                   'controller_placement=host cannot apply to an XLA build, '
+                   'which compiles the whole step on one device; use auto or '
+                   'default')
   return StepPlan(
       xla=xla, width_form=_width_form(config, xla),
       shared_update=_shared_update(config, xla, previous),
       validation_weights=config.validation_weights,
       gradient_sync_barrier=config.use_gradient_sync_barrier,
       controller_on_host=on_host,
-      compute_dtype='bfloat16' if config.use_bfloat16 else 'float32')
+      # The same on every device: `use_bfloat16` as asked, its `auto` being
+      # the space's TuNAS default (bin/search.py). Whether a GPU should
+      # compute in bfloat16 whatever the space is what
+      # tools/gpu_offline/checks.sh's throughput check measures; until a GPU
+      # has, it keeps this default.
+      compute_dtype='bfloat16' if config.use_bfloat16 else 'float32',
+      compiled_by_model_fn=by_model_fn)
 
 
 def previous(model_dir: str, environment: Environment = Environment()

@@ -41,6 +41,14 @@ UNUSED_WEIGHT_STEPS = ('auto', 'every_step', 'deferred')
 # (docs/DESIGN.md, "The step plan"). Values and variables are the same either
 # way, so it may change on resume (RUNTIME_FIELDS).
 CONTROLLER_PLACEMENTS = ('auto', 'host', 'default')
+# What runs the step off TPU (docs/DESIGN.md, "The step plan"): 'graph' is
+# TensorFlow's executor running the graph op by op; 'xla' compiles the whole
+# step into one XLA program, the masked-width program a TPU runs. 'auto' is
+# graph off TPU until a GPU measurement says otherwise (docs/benchmarks.md,
+# "One GPU at ImageNet scale"); a TPU step is always compiled. The variables
+# are the same either way, so it may change on resume where the run's
+# shared-weight update allows (RUNTIME_FIELDS, config/plan.py).
+STEP_BUILDS = ('auto', 'graph', 'xla')
 
 
 class ConfigError(ValueError):
@@ -241,6 +249,27 @@ def validate_search(c: Any) -> None:
   check(not (c.use_tpu and c.supernet_widths == 'sampled'),
         'supernet_widths=sampled cannot run on TPU: XLA needs static shapes; '
         'use masked or auto')
+  _validate_step_build(c)
+
+
+def _validate_step_build(c: Any) -> None:
+  """`step_build` against the replicas and the placement (the widths and
+  the update an XLA build needs are the step plan's checks)."""
+  check(c.step_build in STEP_BUILDS,
+        f'unknown step_build {c.step_build!r}; valid choices: '
+        f'{", ".join(STEP_BUILDS)}')
+  check(not (c.use_tpu and c.step_build == 'graph'),
+        'step_build=graph cannot run on TPU, which always compiles the step '
+        'with XLA; use auto or xla')
+  if c.step_build != 'xla' or c.use_tpu:
+    return
+  # Off TPU the model_fn compiles the step as one XLA computation on one
+  # device (search.py): one replica, and every op on that device.
+  check(one_local_replica(c), 'step_build=xla off TPU needs one replica (the '
+        'step is compiled as one program on one device); use auto or graph')
+  check(c.controller_placement != 'host', 'step_build=xla compiles the '
+        'whole step on one device, so controller_placement=host cannot '
+        'apply; use auto or default')
 
 
 def _validate_schedule(c: Any) -> None:
