@@ -10,7 +10,6 @@ moves.
 
   dead_gradients  dead, not zero, gradients of the weights a step leaves
                   unused; the op switches' Merge and Switch gradients
-  slices          the prefix slice of a sampled width, its gradient one Pad
   graph           building outside a control-flow context; a control input
                   added to an op that exists
   functions       graph functions that are never inlined (TF1's `Defun`)
