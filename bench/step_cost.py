@@ -57,8 +57,7 @@ Keys (times in ms per step, each config's fastest round):
     types whose median time in a step grew most: op, ms_1 and ms_7 (the
     median host time of that type's ops in a step; tracing slows every op,
     so they add up to more than the timed steps), ops_1 and ops_7 (how many
-    ran). A function call (the deferred update's, a group norm's) is listed
-    under its function's name;
+    ran);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds, tower_rounds, instances, op_towers_only, traced_steps.

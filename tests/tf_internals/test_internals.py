@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from tunas_search.supernet import ops
 from tunas_search.tf_internals import estimator
-from tunas_search.tf_internals import functions
 from tunas_search.tf_internals import graph as tf_graph
 from tunas_search.tf_internals import xla
 
@@ -40,19 +39,6 @@ def test_add_control_input_orders_an_op_that_exists():
     with tf1.Session() as sess:
       sess.run(var.initializer)
       assert sess.run(read) == 5.0  # The read waits for the write.
-
-
-def test_a_never_inlined_function_is_one_call_node():
-  with tf.Graph().as_default() as graph:
-    multiply = functions.never_inlined(lambda a, b: a * b, 'multiply',
-                                       [tf.float32, tf.float32])
-    before = len(graph.get_operations())
-    y = multiply(tf.constant(2.0), tf.constant(3.5))
-    added = graph.get_operations()[before:]
-    assert [op.type for op in added][-1].startswith('multiply')
-    assert all(op.type == 'Const' for op in added[:-1])
-    with tf1.Session() as sess:
-      assert sess.run(y) == 7.0
 
 
 def test_set_steps_per_run_is_the_hooks_host_loop():
