@@ -292,15 +292,13 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
 
 def logit_summaries(decisions: List[schema.Decision],
                     logits: Union[Sequence[tf.Tensor], Mapping[int, tf.Tensor]]
-                    ) -> Dict[str, host_call_lib.Entry]:
+                    ) -> Dict[str, tf.Tensor]:
   """The controller's logits and choice probabilities as scalar summaries.
 
   `rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>` (TuNAS's
   tag names) for every decision, and `rlprobs/<path>/<choice name>` (the
   softmax of the logits, as `analyze_search` reports them) for every decision
-  with more than one choice (`summaries.prob_tags`). The values are entries
-  of a few vectors (`host_call_lib.Entry`), packed without a slice each; use
-  `host_call_lib.summary_tensors` for tensors.
+  with more than one choice (`summaries.prob_tags`), each a float32 scalar.
 
   Args:
     decisions: `schema.decisions(spec)`.
@@ -316,24 +314,23 @@ def logit_summaries(decisions: List[schema.Decision],
     single = logits
   for i, d in enumerate(decisions):
     if d.num_choices == 1:
-      out[controller.path_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
-      out[controller.tag_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
+      logit = tf.reshape(single[i], [])
+      out[controller.path_logit_tag(d, 0)] = logit
+      out[controller.tag_logit_tag(d, 0)] = logit
   # One softmax per number of choices (charted: more than one choice).
   for n, rows in controller.rows_by_size(decisions).items():
     values = tf.convert_to_tensor(groups[n])
     if values.shape != (len(rows), n):
       raise ValueError(f'logits for {n} choices have shape {values.shape}; '
                        f'expected [{len(rows)}, {n}]')
-    flat = tf.reshape(values, [-1])
-    probs = tf.reshape(tf.nn.softmax(values), [-1])
+    flat = tf.unstack(tf.reshape(values, [-1]))
+    probs = tf.unstack(tf.reshape(tf.nn.softmax(values), [-1]))
     for k, i in enumerate(rows):
       d = decisions[i]
       for j in range(n):
-        out[controller.path_logit_tag(d, j)] = host_call_lib.Entry(
-            flat, k * n + j)
-        out[controller.tag_logit_tag(d, j)] = host_call_lib.Entry(
-            flat, k * n + j)
-      out.update({tag: host_call_lib.Entry(probs, k * n + j)
+        out[controller.path_logit_tag(d, j)] = flat[k * n + j]
+        out[controller.tag_logit_tag(d, j)] = flat[k * n + j]
+      out.update({tag: probs[k * n + j]
                   for j, tag in enumerate(summaries.prob_tags(d))})
   return out
 
