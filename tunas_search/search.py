@@ -42,7 +42,6 @@ from tunas_search.data import untranspose_images
 from tunas_search.runtime import host_call as host_call_lib
 from tunas_search.runtime import placement
 from tunas_search.runtime import replicas
-from tunas_search.runtime import xla_fusion
 from tunas_search.supernet import forms
 
 tf1 = tf.compat.v1
@@ -188,7 +187,6 @@ def _shared_weight_step(config: SearchConfig, plan: StepPlan,
     learning_rate = schedules.cosine_with_warmup(
         step, config.scaled_model_learning_rate, config.total_steps,
         config.fraction_steps(config.model_warmup_steps_fraction))
-    learning_rate = xla_fusion.computed_once(learning_rate)
   grads_and_vars = update.gradients(loss, _model_variables(), step,
                                     learning_rate)
   finite, grads_and_vars = update.check_finite(empirical_loss,
@@ -271,8 +269,6 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  # Used by each update.
-  learning_rate = xla_fusion.computed_once(learning_rate)
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
   finite = nonfinite.all_finite(loss, grads)
   grads = nonfinite.finite_or_zero(grads, finite)
