@@ -9,8 +9,8 @@ every step (losses, rewards, logits, probabilities), the architecture each
 step sampled, the final search result, and every value of the last
 checkpoint. The jobs (each side checked out as bench/ab.py does):
 
-  search         the tiny space of tests/e2e/tiny.py with the default plan
-                 (deferred update, sampled widths, pre_update validation)
+  search         the tiny space of tests/e2e/tiny.py with the deferred
+                 update, sampled widths and pre_update validation
   search_tuned   the same with every_step updates, masked widths and
                  post_update validation
   search_space   mobilenet_v3_like_search (squeeze-excite, swish, searched
@@ -70,7 +70,10 @@ def _search_config(kind: str, model_dir: str):
       # Short warm-ups so that the controller learns within the run.
       increase_ops_warmup_steps_fraction=0.25,
       increase_filters_warmup_steps_fraction=0.25,
-      rl_delay_steps_fraction=0.34)
+      rl_delay_steps_fraction=0.34,
+      # Named, not `auto`: the same form on both sides, whichever default
+      # each side's version has.
+      unused_weight_steps='deferred')
   if kind == 'search_tuned':
     values.update(unused_weight_steps='every_step', supernet_widths='masked',
                   validation_weights='post_update')

@@ -11,14 +11,15 @@ pinned to it (peaked logits, no warm-up, zero controller learning rate) so
 both sides run the same path.
 
 Keys:
-  search_vs_sampled_parts_ratio: the search step as a CPU or GPU search
-    runs it by default (`supernet_widths=auto`: computing at the sampled
-    widths; `unused_weight_steps=auto`: unused weights' RMSProp steps
-    deferred) / (training step + validation inference of the architecture
-    built stand-alone at its own widths); goal <= 1.10.
+  search_vs_sampled_parts_ratio: the search step computing at the sampled
+    widths (`supernet_widths=auto` off TPU) with unused weights' RMSProp
+    steps deferred (`unused_weight_steps=deferred`, an option) / (training
+    step + validation inference of the architecture built stand-alone at
+    its own widths); goal <= 1.10.
   every_step_vs_sampled_parts_ratio: the same with TuNAS's optimiser,
-    every weight updated every step (`unused_weight_steps=every_step`;
-    search_every_step_ms).
+    every weight updated every step (`unused_weight_steps=every_step`, what
+    `auto` resolves to; search_every_step_ms): the search step as a CPU or
+    GPU search runs it by default.
   search_vs_parts_ratio: search step in TuNAS's masked form (largest widths,
     masked; `supernet_widths=masked`; unused weights' steps deferred) / the
     same parts built at the largest widths of the sampled ops; goal <= 1.10.
@@ -131,7 +132,7 @@ _PEAK = 30.0  # Logit margin that makes the pinned architecture certain.
 
 
 def _config(args, model_dir: str, widths: str,
-            unused_weight_steps: str = 'auto') -> SearchConfig:
+            unused_weight_steps: str = 'deferred') -> SearchConfig:
   space = search_spaces.get(args.search_space)
   placed = ({'controller_placement': args.controller_placement}
             if args.controller_placement else {})
@@ -483,7 +484,7 @@ def main():
   spec = space.spec()
   indices = list(architecture.random_indices(
       spec, np.random.default_rng(args.arch_seed)))
-  # One replica off TPU: 'auto' defers, as a CPU or GPU search does.
+  # Every side but every_step defers (one replica off TPU).
   assert _plan(sampled_config).shared_update == plan_lib.DEFERRED
   fetches = {}
   if 'search' in sides:

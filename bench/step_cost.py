@@ -22,11 +22,11 @@ Ratios (docs/method.md section 4: unselected ops are not computed):
     deferred update's bookkeeping, and with every_step their zero gradients
     and RMSProp updates). The rest of the growth is the conds themselves.
 
-Every supernet step is the search's default optimiser off TPU (one replica):
-RMSProp with momentum whose steps of the weights a step leaves unused are
-deferred (`unused_weight_steps=auto`, docs/method.md section 6), their
-gradients dead, not zero, as in the search; `_every_step` towers update
-every weight every step, as TuNAS. Every supernet step also checks that its
+Every supernet step uses the deferred update (one replica off TPU): RMSProp
+with momentum whose steps of the weights a step leaves unused are deferred
+(`unused_weight_steps=deferred`, docs/method.md section 6), their gradients
+dead, not zero, as in such a search; `_every_step` towers update every
+weight every step, as TuNAS (and a search by default). Every supernet step also checks that its
 loss and gradients are finite and waits at the gradient-sync barrier, as the
 search's step does by default (stand-alone steps skip them, as stand-alone
 training does).
@@ -57,8 +57,7 @@ Keys (times in ms per step, each config's fastest round):
     types whose median time in a step grew most: op, ms_1 and ms_7 (the
     median host time of that type's ops in a step; tracing slows every op,
     so they add up to more than the timed steps), ops_1 and ops_7 (how many
-    ran). A function call (the deferred update's, a group norm's) is listed
-    under its function's name;
+    ran);
   * the run's settings: space, architecture (the random architecture drawn
     with --seed, as an architecture string), image_size, batch, steps,
     rounds, tower_rounds, instances, op_towers_only, traced_steps.

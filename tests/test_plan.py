@@ -34,16 +34,23 @@ def _tpu(replicas=8, **overrides):
 def test_the_default_plan_on_a_cpu():
   plan = plan_lib.resolve(_config())
   assert plan == plan_lib.StepPlan(
-      xla=False, width_form='sampled', shared_update='deferred',
+      xla=False, width_form='sampled', shared_update='every_step',
       validation_weights='pre_update', gradient_sync_barrier=True,
       controller_on_host=False, compute_dtype='float32')
   assert plan.describe() == (
-      'step plan: graph build, sampled widths, deferred RMSProp, pre_update '
-      'validation, barrier on, controller placed by TensorFlow, float32')
+      'step plan: graph build, sampled widths, every_step RMSProp, '
+      'pre_update validation, barrier on, controller placed by TensorFlow, '
+      'float32')
 
 
 @pytest.mark.parametrize('overrides, environment, widths, update', [
-    (dict(), Environment(), 'sampled', 'deferred'),
+    # TuNAS's every-step update unless deferred is asked for
+    # (docs/DESIGN.md, "The step plan").
+    (dict(), Environment(), 'sampled', 'every_step'),
+    (dict(), GPU, 'sampled', 'every_step'),
+    (dict(unused_weight_steps='deferred'), Environment(), 'sampled',
+     'deferred'),
+    (dict(unused_weight_steps='deferred'), GPU, 'sampled', 'deferred'),
     # XLA needs static shapes and keeps TuNAS's every-step update.
     (_tpu(), Environment(), 'masked', 'every_step'),
     (dict(), XLA, 'masked', 'every_step'),
@@ -107,7 +114,8 @@ def test_validation_after_update(weights, barrier, update, waits):
      'auto'),
     # The deferred form divides by sqrt(ms + epsilon) with ms decayed over
     # idle steps (docs/method.md): an epsilon of 0 could give NaN.
-    (dict(model_rmsprop_epsilon=0.0), Environment(),
+    (dict(model_rmsprop_epsilon=0.0, unused_weight_steps='deferred'),
+     Environment(),
      'unused_weight_steps=deferred needs model_rmsprop_epsilon > 0, got 0.0; '
      'use every_step'),
 ])
@@ -117,9 +125,10 @@ def test_what_cannot_run_here_is_one_line(overrides, environment, message):
   assert str(error.value) == message
 
 
-def test_epsilon_zero_is_fine_with_every_step_updates():
+@pytest.mark.parametrize('update', ['auto', 'every_step'])
+def test_epsilon_zero_is_fine_with_every_step_updates(update):
   plan = plan_lib.resolve(_config(model_rmsprop_epsilon=0.0,
-                                  unused_weight_steps='every_step'))
+                                  unused_weight_steps=update))
   assert plan.shared_update == 'every_step'
 
 
@@ -135,19 +144,21 @@ def test_a_plan_is_checked_and_round_trips():
 
 
 def test_a_resumed_run_keeps_its_update(tmp_path):
-  every_step = dataclasses.replace(plan_lib.resolve(_config()),
-                                   shared_update='every_step')
-  resumed = plan_lib.resolve(_config(), Environment(), every_step)
-  assert resumed.shared_update == 'every_step'
+  # A run that started deferred (asked for, or `auto` before every_step
+  # became its default) resumes deferred under `auto`.
+  deferred = plan_lib.resolve(_config(unused_weight_steps='deferred'))
+  resumed = plan_lib.resolve(_config(), Environment(), deferred)
+  assert resumed.shared_update == 'deferred'
   # Other choices follow the config and the machine anew.
-  moved = plan_lib.resolve(_config(supernet_widths='masked'), GPU, every_step)
+  moved = plan_lib.resolve(_config(supernet_widths='masked'), GPU, deferred)
   assert moved.width_form == 'masked' and moved.controller_on_host
+  assert moved.shared_update == 'deferred'
   with pytest.raises(ConfigError) as error:
-    plan_lib.resolve(_config(unused_weight_steps='deferred'), Environment(),
-                     every_step)
+    plan_lib.resolve(_config(unused_weight_steps='every_step'), Environment(),
+                     deferred)
   assert str(error.value) == (
       'model dir /unused was written by an incompatible config: '
-      "unused_weight_steps (was 'every_step', now 'deferred')")
+      "unused_weight_steps (was 'deferred', now 'every_step')")
 
 
 @pytest.mark.parametrize('overrides, environment, xla, by_model_fn', [

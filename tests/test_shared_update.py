@@ -22,10 +22,13 @@ def _config(**overrides) -> SearchConfig:
 
 
 @pytest.mark.parametrize('overrides, environment, kind, form', [
-    (dict(), plan_lib.Environment(), shared_update.DeferredUpdate,
-     forms.deferred('sampled')),
-    (dict(supernet_widths='masked'), plan_lib.Environment(),
-     shared_update.DeferredUpdate, forms.deferred('masked')),
+    (dict(), plan_lib.Environment(), shared_update.EveryStepUpdate,
+     forms.every_step('sampled')),
+    (dict(unused_weight_steps='deferred'), plan_lib.Environment(),
+     shared_update.DeferredUpdate, forms.deferred('sampled')),
+    (dict(supernet_widths='masked', unused_weight_steps='deferred'),
+     plan_lib.Environment(), shared_update.DeferredUpdate,
+     forms.deferred('masked')),
     (dict(unused_weight_steps='every_step'), plan_lib.Environment(),
      shared_update.EveryStepUpdate, forms.every_step('sampled')),
     (dict(), plan_lib.Environment(xla=True), shared_update.EveryStepUpdate,
@@ -45,7 +48,7 @@ def test_the_plan_picks_the_update_and_its_form(overrides, environment, kind,
 def test_the_deferred_update_reads_snapshots_even_post_update():
   # Its catch-ups come before the training pass's reads, which must be
   # snapshots; pre_update validation shares its own.
-  config = _config()
+  config = _config(unused_weight_steps='deferred')
   plan = plan_lib.resolve(config)
   deferred = shared_update.for_plan(config, plan)
   assert deferred.training_snapshots(None) == {}

@@ -174,11 +174,12 @@ def test_logit_summaries_hold_probabilities_of_multi_choice_decisions():
   values = [np.array([0.5], np.float32), np.array([1.0, 2.0, -1.0],
                                                   np.float32)]
   with tf.Graph().as_default(), tf1.Session() as sess:
-    entries = search.logit_summaries(decisions,
+    tensors = search.logit_summaries(decisions,
                                      [tf.constant(v) for v in values])
-    scalars = sess.run(host_call.summary_tensors(entries))
+    assert all(t.shape == [] for t in tensors.values())
+    scalars = sess.run(tensors)
     # Packed for the host call, they hold the same values.
-    names, packed = host_call.pack_summaries(entries)
+    names, packed = host_call.pack_summaries(tensors)
     assert dict(zip(names, sess.run(packed)[0].tolist())) == pytest.approx(
         scalars)
   probs = {k: v for k, v in scalars.items() if k.startswith('rlprobs/')}

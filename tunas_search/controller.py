@@ -29,7 +29,6 @@ import tensorflow as tf
 
 from tunas_search import architecture
 from tunas_search import schema
-from tunas_search.runtime import xla_fusion
 
 # The controller's variable scope (logits, baseline, Adam slots) and summary
 # prefix, as TuNAS names it; checkpoints depend on it. Defined here only:
@@ -424,9 +423,7 @@ def sample(decisions: Sequence[schema.Decision],
         tf.gather(gumbel, [[starts[rank[i]] + j for j in range(n)]
                            for i in rows]),
         tf.gather(coins, [rank[i] for i in rows]), probs)
-    # Once: each scalar use of a mask entry (cost model, hierarchy) would
-    # otherwise carry the whole chain from the warm-up schedule on under XLA.
-    for i, mask in zip(rows, tf.unstack(xla_fusion.computed_once(draws.masks))):
+    for i, mask in zip(rows, tf.unstack(draws.masks)):
       masks[i] = mask
     for name in parts:
       parts[name].append(getattr(draws, name))

@@ -5,8 +5,6 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from tunas_search.runtime import xla_fusion
-
 
 def all_finite(loss: tf.Tensor, grads_and_vars=(),
                half_squared_norms: Sequence[tf.Tensor] = ()) -> tf.Tensor:
@@ -42,9 +40,7 @@ def finite_or_zero(grads_and_vars, finite: tf.Tensor):
   elementwise op per gradient (`multiply_no_nan`: x * 0 is 0 even for NaN
   and inf), where a select needed a tensor of zeros as well.
   """
-  # Computed once: XLA would copy the scalar chain of the check (two
-  # is-finite tests, an and, a cast) into every variable's update fusion.
-  scale32 = xla_fusion.computed_once(tf.cast(finite, tf.float32))
+  scale32 = tf.cast(finite, tf.float32)
 
   def zeroed(g):
     if g is None:

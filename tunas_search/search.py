@@ -43,7 +43,6 @@ from tunas_search.runtime import compiled
 from tunas_search.runtime import host_call as host_call_lib
 from tunas_search.runtime import placement
 from tunas_search.runtime import replicas
-from tunas_search.runtime import xla_fusion
 from tunas_search.supernet import forms
 
 tf1 = tf.compat.v1
@@ -189,7 +188,6 @@ def _shared_weight_step(config: SearchConfig, plan: StepPlan,
     learning_rate = schedules.cosine_with_warmup(
         step, config.scaled_model_learning_rate, config.total_steps,
         config.fraction_steps(config.model_warmup_steps_fraction))
-    learning_rate = xla_fusion.computed_once(learning_rate)
   grads_and_vars = update.gradients(loss, _model_variables(), step,
                                     learning_rate)
   finite, grads_and_vars = update.check_finite(empirical_loss,
@@ -297,8 +295,6 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
       step, config.scaled_rl_learning_rate, config.total_steps,
       config.fraction_steps(config.rl_delay_steps_fraction),
       config.use_exponential_rl_learning_rate_schedule)
-  # Used by each update.
-  learning_rate = xla_fusion.computed_once(learning_rate)
   grads = list(zip(tf.gradients(empirical_loss, logits), logits))
   finite = nonfinite.all_finite(loss, grads)
   grads = nonfinite.finite_or_zero(grads, finite)
@@ -318,15 +314,13 @@ def _controller_step(config: SearchConfig, sample, logits: List[tf.Variable],
 
 def logit_summaries(decisions: List[schema.Decision],
                     logits: Union[Sequence[tf.Tensor], Mapping[int, tf.Tensor]]
-                    ) -> Dict[str, host_call_lib.Entry]:
+                    ) -> Dict[str, tf.Tensor]:
   """The controller's logits and choice probabilities as scalar summaries.
 
   `rlpathlogits/<path>/<j>` and `rltaglogits/<tag>_indices_<k>/<j>` (TuNAS's
   tag names) for every decision, and `rlprobs/<path>/<choice name>` (the
   softmax of the logits, as `analyze_search` reports them) for every decision
-  with more than one choice (`summaries.prob_tags`). The values are entries
-  of a few vectors (`host_call_lib.Entry`), packed without a slice each; use
-  `host_call_lib.summary_tensors` for tensors.
+  with more than one choice (`summaries.prob_tags`), each a float32 scalar.
 
   Args:
     decisions: `schema.decisions(spec)`.
@@ -342,24 +336,23 @@ def logit_summaries(decisions: List[schema.Decision],
     single = logits
   for i, d in enumerate(decisions):
     if d.num_choices == 1:
-      out[controller.path_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
-      out[controller.tag_logit_tag(d, 0)] = host_call_lib.Entry(single[i], 0)
+      logit = tf.reshape(single[i], [])
+      out[controller.path_logit_tag(d, 0)] = logit
+      out[controller.tag_logit_tag(d, 0)] = logit
   # One softmax per number of choices (charted: more than one choice).
   for n, rows in controller.rows_by_size(decisions).items():
     values = tf.convert_to_tensor(groups[n])
     if values.shape != (len(rows), n):
       raise ValueError(f'logits for {n} choices have shape {values.shape}; '
                        f'expected [{len(rows)}, {n}]')
-    flat = tf.reshape(values, [-1])
-    probs = tf.reshape(tf.nn.softmax(values), [-1])
+    flat = tf.unstack(tf.reshape(values, [-1]))
+    probs = tf.unstack(tf.reshape(tf.nn.softmax(values), [-1]))
     for k, i in enumerate(rows):
       d = decisions[i]
       for j in range(n):
-        out[controller.path_logit_tag(d, j)] = host_call_lib.Entry(
-            flat, k * n + j)
-        out[controller.tag_logit_tag(d, j)] = host_call_lib.Entry(
-            flat, k * n + j)
-      out.update({tag: host_call_lib.Entry(probs, k * n + j)
+        out[controller.path_logit_tag(d, j)] = flat[k * n + j]
+        out[controller.tag_logit_tag(d, j)] = flat[k * n + j]
+      out.update({tag: probs[k * n + j]
                   for j, tag in enumerate(summaries.prob_tags(d))})
   return out
 

@@ -6,8 +6,6 @@ weights"): the closed form of k zero-gradient steps against the kernel
 itself, and a whole search run in both forms, step by step.
 """
 
-import re
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -201,36 +199,31 @@ def test_a_step_runs_the_catch_up_and_update_of_the_groups_it_uses_alone():
     with tf.control_dependencies([optimizer.apply_gradients(
         list(zip(grads, variables)), tf.constant(True))]):
       train_op = step.assign_add(1)
-    library = graph.as_graph_def().library.function
-    calls = {op.name: op.type for op in graph.get_operations()
-             if op.type in {f.signature.name for f in library}}
-    # One function per body and group size (2 and 1), shared by both
-    # choices' groups.
-    assert len(library) == 4, [f.signature.name for f in library]
+    # The ops that move a weight: its catch-up's, its update's.
+    moves = {op.name: f'{kind} {op.inputs[0].op.name}'
+             for op in graph.get_operations()
+             for kind, op_type in (('catch_up', 'AssignSubVariableOp'),
+                                   ('update', 'ResourceApplyRMSProp'))
+             if op.type == op_type}
 
     def ran(sess, a, b):
       metadata = tf1.RunMetadata()
       sess.run(train_op, {scales[0]: a, scales[1]: b},
                options=tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE),
                run_metadata=metadata)
-      # (function without its hash, name scope without its number)
-      return sorted(calls[n.node_name].rsplit('_', 1)[0] + ' ' +
-                    re.sub(r'_\d+$', '', n.node_name.split('/')[0])
-                    for dev in metadata.step_stats.dev_stats
-                    for n in dev.node_stats if n.node_name in calls)
+      return sorted(moves[n.node_name] for dev in metadata.step_stats.dev_stats
+                    for n in dev.node_stats if n.node_name in moves)
 
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
       # Only choice a: its group and the common weight are updated.
-      assert ran(sess, 1.0, 0.0) == ['update_body_1 deferred_update',
-                                     'update_body_2 deferred_update']
+      assert ran(sess, 1.0, 0.0) == ['update a0', 'update a1', 'update c']
       first = dict(zip('a0 a1 b0 b1 c'.split(), sess.run(variables)))
       # Then only choice b, which missed one step: its catch-up runs first.
-      assert ran(sess, 0.0, 1.0) == ['catch_up_body_2 catch_up',
-                                     'update_body_1 deferred_update',
-                                     'update_body_2 deferred_update']
+      assert ran(sess, 0.0, 1.0) == ['catch_up b0', 'catch_up b1',
+                                     'update b0', 'update b1', 'update c']
       second = dict(zip('a0 a1 b0 b1 c'.split(), sess.run(variables)))
-  # Each call moved exactly its weights: b stood still in step 1, a (whose
+  # Each group moved exactly its weights: b stood still in step 1, a (whose
   # missed step waits for its next use) in step 2, c moved in both.
   for name in ('a0', 'a1', 'c'):
     assert np.all(first[name] < 1.0), (name, first[name])
@@ -242,7 +235,7 @@ def test_a_step_runs_the_catch_up_and_update_of_the_groups_it_uses_alone():
   assert np.all(second['c'] < first['c'])
 
 
-def test_gradient_norms_are_one_call_per_group_and_zero_when_unused():
+def test_gradient_norms_are_per_group_and_zero_when_unused():
   # Choice a's group (two weights), choice b's (one) and a weight every
   # architecture uses; loss = sum over weights of scale * sum(w ** 2), so a
   # used group's half squared norm is 0.5 * sum((2 * scale * w) ** 2). As in
@@ -269,14 +262,10 @@ def test_gradient_norms_are_one_call_per_group_and_zero_when_unused():
         decay=DECAY, momentum=MOMENTUM, epsilon=1.0)
     grads = optimizer.gradients(loss, variables)
     norms = optimizer.gradient_norms(list(zip(grads, variables)))
-    library = {f.signature.name for f in
-               graph.as_graph_def().library.function
-               if f.signature.name.startswith('half_squared_norm')}
-    # One call per group that a step may leave unused (a and b; a function
-    # per group size); c's, live every step, is written out.
-    calls = [op.name for op in graph.get_operations() if op.type in library]
-    assert len(calls) == 2, calls
-    assert len(library) == 2, library
+    # The norm's term of each weight's gradient.
+    terms = {op.name: op.inputs[0].name for op in graph.get_operations()
+             if op.type == 'L2Loss'}
+    by_weight = {g.name: v.op.name for g, v in zip(grads, variables)}
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
       metadata = tf1.RunMetadata()
@@ -284,12 +273,13 @@ def test_gradient_norms_are_one_call_per_group_and_zero_when_unused():
                      options=tf1.RunOptions(
                          trace_level=tf1.RunOptions.FULL_TRACE),
                      run_metadata=metadata)
-      ran = {n.node_name for dev in metadata.step_stats.dev_stats
-             for n in dev.node_stats} & set(calls)
-      # a: 0.5 * 3 * (2**2 + 4**2); b unused: 0 without its call; c: 0.5 *
-      # 3 * 8**2.
+      ran = sorted(by_weight[terms[n.node_name]]
+                   for dev in metadata.step_stats.dev_stats
+                   for n in dev.node_stats if n.node_name in terms)
+      # a: 0.5 * 3 * (2**2 + 4**2); b unused: 0 without computing its term;
+      # c: 0.5 * 3 * 8**2.
       np.testing.assert_allclose(got, [30.0, 0.0, 96.0])
-      assert len(ran) == 1, ran
+      assert ran == ['a0', 'a1', 'c'], ran
       np.testing.assert_allclose(
           sess.run(norms, {scales[0]: 0.0, scales[1]: 0.5}),
           [0.0, 0.5 * 3 * 3.0 ** 2, 96.0])
@@ -306,11 +296,10 @@ def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):
   np.testing.assert_array_equal(out['w'], values['w'])
 
 
-def test_auto_is_the_default_and_defers_only_on_one_replica_off_tpu(
-    tmp_path):
+def test_auto_is_the_default_and_steps_every_weight(tmp_path):
   config = tiny.tiny_config(tmp_path)
   assert config.unused_weight_steps == 'auto'
-  assert plan_lib.resolve(config).shared_update == 'deferred'
+  assert plan_lib.resolve(config).shared_update == 'every_step'
   for overrides in ({'use_tpu': True, 'tpu': 'my-tpu'},
                     {'num_replicas': 2, 'multi_worker': True},
                     {'num_replicas': 2}):

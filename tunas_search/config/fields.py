@@ -284,8 +284,8 @@ class SearchConfig(TrainingFields):
       'ones on their momentum), deferred (an unused weight takes its missed '
       'steps in closed form when next used: the same values to float '
       'rounding, updating only the sampled path; one replica off TPU; '
-      'see docs/method.md) or auto (deferred where it can run, else '
-      'every_step; resuming a run keeps its value).',
+      'see docs/method.md) or auto (every_step for a new run; resuming a '
+      'run keeps its value).',
       choices=UNUSED_WEIGHT_STEPS)
   controller_placement: str = option(
       'auto', "Where the controller, cost model, reward, schedules and "

@@ -157,7 +157,11 @@ def _width_form(config: SearchConfig, xla: bool) -> str:
 
 def _shared_update(config: SearchConfig, xla: bool,
                    previous: Optional[StepPlan]) -> str:
-  """`unused_weight_steps` resolved: a resumed run keeps its update."""
+  """`unused_weight_steps` resolved: a resumed run keeps its update.
+
+  `auto` is TuNAS's every-step update for a new run; the deferred one is an
+  option on one replica off TPU (docs/DESIGN.md, "The step plan", says why).
+  """
   asked = config.unused_weight_steps
   if previous is not None:
     validation.check(
@@ -167,8 +171,7 @@ def _shared_update(config: SearchConfig, xla: bool,
         f'{asked!r})')
     update = previous.shared_update
   elif asked == 'auto':
-    update = (DEFERRED if validation.can_defer(config) and not xla
-              else EVERY_STEP)
+    update = EVERY_STEP
   else:
     update = asked
   if update == DEFERRED:

@@ -4,6 +4,6 @@
 or one device) and the model weights' optimizer; `estimators`: RunConfig,
 TPUEstimator, session configs and the strategy of several local devices;
 `host_call`: summary packing for TPUEstimator's host_call; `placement`: the
-host device beside an accelerator; `xla_fusion`: values XLA computes once;
-`progress`: progress, step and checkpoint logging hooks.
+host device beside an accelerator; `progress`: progress, step and checkpoint
+logging hooks.
 """

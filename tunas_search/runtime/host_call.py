@@ -1,38 +1,18 @@
 """Summaries out of a step: packing scalars for TPUEstimator's host_call."""
 
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
 
-class Entry(NamedTuple):
-  """Entry `index` of a tensor (flattened, row-major), as a summary value.
-
-  `pack_summaries` packs all entries of a vector with one gather, where a
-  slice per entry would add four graph ops each (~1,800 ops and a second of
-  graph building for a full space's logits and probabilities).
-  """
-  vector: tf.Tensor
-  index: int
-
-
-def summary_tensors(scalars: Dict[str, Union[tf.Tensor, Entry]]
-                    ) -> Dict[str, tf.Tensor]:
-  """`scalars` with each `Entry` sliced out as a scalar tensor."""
-  return {name: tf.reshape(value.vector, [-1])[value.index]
-          if isinstance(value, Entry) else value
-          for name, value in scalars.items()}
-
-
-def pack_summaries(scalars: Dict[str, Union[tf.Tensor, Entry]]
+def pack_summaries(scalars: Dict[str, tf.Tensor]
                    ) -> Tuple[List[str], tf.Tensor]:
   """Packs scalar summaries into one rank-1 float32 tensor for host_call.
 
   Outfeeding one tensor instead of hundreds keeps host_call cheap on TPU.
 
   Args:
-    scalars: name -> a tensor of one element, or an `Entry` of a tensor
-      with a static size (each distinct tensor is packed once).
+    scalars: name -> a tensor of one element.
 
   Returns:
     The names in sorted order (the packing order), and a float32 tensor of
@@ -40,32 +20,8 @@ def pack_summaries(scalars: Dict[str, Union[tf.Tensor, Entry]]
     axis).
   """
   names = sorted(scalars)
-  pieces, offsets, positions, plain = [], {}, {}, []
-  size = 0
-  for name in names:
-    value = scalars[name]
-    if isinstance(value, Entry):
-      key = id(value.vector)
-      length = value.vector.shape.num_elements()
-      if length is None or not 0 <= value.index < length:
-        raise ValueError(f'summary {name}: entry {value.index} of a tensor '
-                         f'of shape {value.vector.shape}; need a static '
-                         'shape and 0 <= entry < its size')
-      if key not in offsets:
-        offsets[key] = size
-        pieces.append(tf.reshape(tf.cast(value.vector, tf.float32), [-1]))
-        size += length
-      positions[name] = offsets[key] + value.index
-    else:
-      plain.append(name)
-  if plain:
-    pieces.append(tf.stack([tf.cast(tf.reshape(scalars[n], []), tf.float32)
-                            for n in plain]))
-    positions.update({n: size + k for k, n in enumerate(plain)})
-  order = [positions[n] for n in names]
-  packed = pieces[0] if len(pieces) == 1 else tf.concat(pieces, 0)
-  if order != list(range(len(names))):
-    packed = tf.gather(packed, order)
+  packed = tf.stack([tf.cast(tf.reshape(scalars[n], []), tf.float32)
+                     for n in names])
   return names, tf.reshape(packed, [1, -1])
 
 

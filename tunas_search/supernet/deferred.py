@@ -22,10 +22,7 @@ of the sampled path only (docs/method.md, "Deferred steps of unused weights").
 The catch-up and the update of each group run only when the group is used
 (`_when`), and the gradients of a weight used once, inside a choice, are dead
 in a step that does not use it (`gradients`, `dead_gradients`): nothing of an
-unused weight's backward pass runs. Each group's catch-up and update is one
-call of a graph function (`_GroupSteps`): TensorFlow's executor visits every
-node of a step, dead ones too, and a group's steps written out are ~8 nodes
-per weight (docs/DESIGN.md, "Control flow"). Row-indexed ops given every row
+unused weight's backward pass runs. Row-indexed ops given every row
 or none (scatters, TensorFlow's sparse RMSProp) are not used: a gather or
 scatter switches a resource variable to copy-on-read, so that every later
 read copies it.
@@ -44,7 +41,6 @@ import tensorflow as tf
 from tunas_search.supernet import ops
 from tunas_search.supernet.weights import WeightUses
 from tunas_search.tf_internals import dead_gradients
-from tunas_search.tf_internals import functions
 from tunas_search.tf_internals import graph as tf_graph
 
 tf1 = tf.compat.v1
@@ -109,13 +105,16 @@ def _when(pred: tf.Tensor, make_ops: Callable[[], List[tf.Operation]],
     return tf.raw_ops.Merge(inputs=[ran, skip]).output
 
 
-def _catch_up_body(num_weights: int, ms_factor: tf.Tensor,
-                   mom_factor: tf.Tensor, shift: tf.Tensor,
-                   *handles: tf.Tensor) -> List[tf.Operation]:
-  """Missed zero-gradient steps of (weight, ms, mom) handle triples."""
+def _catch_up_ops(factors: Sequence[tf.Tensor],
+                  handles: Sequence[tf.Tensor]) -> List[tf.Operation]:
+  """Missed zero-gradient steps of (weight, ms, mom) handle triples.
+
+  `factors`: `idle_factors` of the missed steps (ms's, mom's, mom-to-weight).
+  """
+  ms_factor, mom_factor, shift = factors
   done = []
-  for i in range(num_weights):
-    var, ms, mom = handles[3 * i:3 * i + 3]
+  for i in range(0, len(handles), 3):
+    var, ms, mom = handles[i:i + 3]
     m = tf.raw_ops.ReadVariableOp(resource=mom, dtype=tf.float32)
     s = tf.raw_ops.ReadVariableOp(resource=ms, dtype=tf.float32)
     done += [tf.raw_ops.AssignSubVariableOp(resource=var, value=m * shift),
@@ -124,78 +123,22 @@ def _catch_up_body(num_weights: int, ms_factor: tf.Tensor,
   return done
 
 
-def _update_body(num_weights: int, learning_rate: tf.Tensor, rho: tf.Tensor,
-                 momentum: tf.Tensor, epsilon: tf.Tensor,
-                 *grads_and_handles: tf.Tensor) -> List[tf.Operation]:
-  """RMSProp steps: the gradients, then (weight, ms, mom) handle triples."""
-  grads = grads_and_handles[:num_weights]
-  handles = grads_and_handles[num_weights:]
+def _update_ops(learning_rate: tf.Tensor, hyper: Sequence[tf.Tensor],
+                grads: Sequence[tf.Tensor],
+                handles: Sequence[tf.Tensor]) -> List[tf.Operation]:
+  """RMSProp steps of (weight, ms, mom) handle triples, one per gradient.
+
+  `hyper`: RMSProp's decay, momentum and epsilon.
+  """
+  rho, momentum, epsilon = hyper
   return [tf.raw_ops.ResourceApplyRMSProp(
       var=handles[3 * i], ms=handles[3 * i + 1], mom=handles[3 * i + 2],
       lr=learning_rate, rho=rho, momentum=momentum, epsilon=epsilon,
       grad=grad) for i, grad in enumerate(grads)]
 
 
-class _GroupSteps:
-  """A group's catch-up or update as one call of a graph function.
-
-  In a step that does not use the group, the call is one dead node where
-  the ops written out would be ~8 per weight. The handles are arguments, not
-  baked into the body, so groups of one size share a function (start-up:
-  a few functions instead of one per group) and TensorFlow places each call
-  with the weights it updates. Not inlined: inlined, the body's nodes would
-  be visited in every step again.
-  """
-
-  def __init__(self):
-    self._functions = {}
-
-  def __call__(self, body: Callable[..., List[tf.Operation]],
-               values: Sequence[tf.Tensor],
-               handles: Sequence[tf.Tensor]) -> tf.Operation:
-    """Calls `body(num_weights, *values, *handles)`.
-
-    `values` are float32 tensors (factors, hyperparameters, gradients), and
-    `handles` the (weight, ms, mom) triples of `num_weights` weights.
-    """
-    num_weights = len(handles) // 3
-    key = (body, num_weights)  # They fix the number of values too.
-    if key not in self._functions:
-      def function(*args):
-        with tf.control_dependencies(body(num_weights, *args)):
-          return tf.constant(True)  # A function returns something.
-      self._functions[key] = functions.never_inlined(
-          function, f'{body.__name__.strip("_")}_{num_weights}',
-          [tf.float32] * len(values) + [tf.resource] * len(handles))
-    return self._functions[key](*values, *handles).op
-
-
 def _half_squared_norm(*grads: tf.Tensor) -> tf.Tensor:
   return tf.add_n([tf.nn.l2_loss(g) for g in grads])
-
-
-class _GroupNorms:
-  """A group's `_half_squared_norm` as one call of a graph function.
-
-  For a group that a step may leave unused: written out, it is an L2Loss
-  per weight and their sum, which Grappler turns into an accumulator (~20
-  nodes for 9 weights) that every step visits, dead or not; a call is one
-  node. Groups whose gradients have the same dtypes share a function.
-  """
-
-  def __init__(self):
-    self._functions = {}
-
-  def __call__(self, grads: Sequence[tf.Tensor]) -> tf.Tensor:
-    key = tuple(g.dtype for g in grads)
-    if key not in self._functions:
-      # A wrapper per function: Defun names the function it decorates.
-      self._functions[key] = functions.never_inlined(
-          lambda *args: _half_squared_norm(*args),
-          f'half_squared_norm_{len(grads)}', key)
-    norm = self._functions[key](*grads)
-    norm.set_shape([])  # A call's outputs have no static shape.
-    return norm
 
 
 class DeferredRMSProp:
@@ -233,8 +176,6 @@ class DeferredRMSProp:
                    for x in (decay, momentum, epsilon)]
     self._step = tf.cast(step, tf.int64)
     self._slots = {}
-    self._steps = _GroupSteps()
-    self._norms = _GroupNorms()
     # Groups of weights used by the same op choices, in first-use order; the
     # weights used by every architecture form the group keyed ().
     groups: Dict[Tuple[str, ...], Tuple[List[tf.Tensor], List[tf.Variable]]] = {}
@@ -323,7 +264,7 @@ class DeferredRMSProp:
     `factors`: `idle_factors` of the group's missed steps.
     """
     def catch_up():
-      return [self._steps(_catch_up_body, factors, self._handles(group)),
+      return [*_catch_up_ops(factors, self._handles(group)),
               # Current to this step now, also if this step's update is
               # skipped (gradients not finite), so the missed steps are not
               # taken twice.
@@ -361,9 +302,9 @@ class DeferredRMSProp:
     """Half the squared norm of each group's gradients, live every step.
 
     What the finite check and the gradient-sync barrier read in place of
-    gradients that may be dead: a group's value is 0 in a step that does not
-    use it, and waits for all of the group's gradients otherwise (one call
-    of `_GroupNorms`, dead then, for a group a step may leave unused).
+    gradients that may be dead: a group's value is half the squared norm of
+    its gradients in a step that uses it, and 0 in one that does not (for a
+    group a step may leave unused, `dead_gradients.or_zero` of its norm).
 
     Args:
       grads_and_vars: as `apply_gradients`.
@@ -377,13 +318,10 @@ class DeferredRMSProp:
       parts = [grads[v.ref()] for v in group if v.ref() in grads]
       if not parts:
         continue
+      norm = _half_squared_norm(*parts)
       if any(_base_name(v.name) in self._dead_names for v in group):
-        norms.append(dead_gradients.or_zero(self._norms(parts), used))
-      else:
-        # Live every step: written out, each part starts as soon as its
-        # gradient exists, where a call waits for the last one
-        # (docs/DESIGN.md, "Control flow").
-        norms.append(_half_squared_norm(*parts))
+        norm = dead_gradients.or_zero(norm, used)
+      norms.append(norm)
     return norms
 
   def apply_gradients(self, grads_and_vars, finite: tf.Tensor
@@ -411,9 +349,9 @@ class DeferredRMSProp:
                  if grads.get(v.ref()) is not None]
 
         def update(pairs=pairs, indices=indices):
-          values = [learning_rate, *self._hyper] + [g for g, _ in pairs]
-          done = [self._steps(_update_body, values,
-                              self._handles([v for _, v in pairs]))]
+          done = _update_ops(learning_rate, self._hyper,
+                             [g for g, _ in pairs],
+                             self._handles([v for _, v in pairs]))
           with tf.control_dependencies(done):
             done.append(self._set_current_to(indices, next_step))
           return done

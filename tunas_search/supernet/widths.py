@@ -24,7 +24,6 @@ import tensorflow as tf
 from tunas_search import schema
 from tunas_search import specs
 from tunas_search.schema import OneOf
-from tunas_search.tf_internals import slices
 
 # How a supernet computes a searched width (see the module docstring).
 MASKED = 'masked'
@@ -114,24 +113,17 @@ def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
 
   Returns:
     `value` itself when no axis has a sampled size, else the prefix slice;
-    the gradient of the slice reaches the variable zero-padded, as the
-    masked form's gradient is zero beyond the sampled width
-    (`tf_internals.slices.prefix_slice`).
+    its gradient reaches the variable zero-padded, as the masked form's
+    gradient is zero beyond the sampled width.
   """
   sizes = [None if w is None else w.size for w in axes]
   if all(s is None for s in sizes):
     return value
   value = tf.convert_to_tensor(value)
   full = value.shape.as_list()
-  # Every axis's size is given (the full one where nothing is sampled, not
-  # -1), so that the gradient's padding is `full - size`; slices of one
-  # size (a BN's gamma and beta) share it, and so their padding.
-  size = slices.shared(
-      ('size',) + tuple(n if s is None else s.name
-                        for n, s in zip(full, sizes)),
-      lambda: tf.stack([tf.constant(n) if s is None else s
-                        for n, s in zip(full, sizes)]))
-  return slices.prefix_slice(value, size)
+  size = tf.stack([tf.constant(n) if s is None else s
+                   for n, s in zip(full, sizes)])
+  return tf.slice(value, [0] * len(full), size)
 
 
 def selected_index(oneof: OneOf, path: str) -> Optional[int]:

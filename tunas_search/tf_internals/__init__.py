@@ -10,10 +10,8 @@ moves.
 
   dead_gradients  dead, not zero, gradients of the weights a step leaves
                   unused; the op switches' Merge and Switch gradients
-  slices          the prefix slice of a sampled width, its gradient one Pad
   graph           building outside a control-flow context; a control input
                   added to an op that exists
-  functions       graph functions that are never inlined (TF1's `Defun`)
   estimator       a checkpoint hook's steps per session run (TPU host loops);
                   the checkpoint hook that writes the graph once
   xla             the replica id on TPU cores; `xla.compile`

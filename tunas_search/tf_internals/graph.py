@@ -12,12 +12,6 @@ from typing import Iterator, Optional
 import tensorflow as tf
 
 
-def control_flow_context_id(graph: tf.Graph) -> int:
-  """An id of the control-flow context `graph` builds in now (one per
-  context, the same for every op built outside any)."""
-  return id(graph._get_control_flow_context())  # pylint: disable=protected-access
-
-
 def in_control_flow(op: tf.Operation) -> bool:
   """Whether `op` was built inside a v1 control-flow context."""
   return op._get_control_flow_context() is not None  # pylint: disable=protected-access
