@@ -190,7 +190,7 @@ def test_an_xla_build_keeps_the_controller_in_the_program():
 
 
 def test_a_deferred_run_cannot_resume_compiled():
-  deferred = plan_lib.resolve(_config())
+  deferred = plan_lib.resolve(_config(unused_weight_steps='deferred'))
   assert deferred.shared_update == 'deferred'
   with pytest.raises(ConfigError) as error:
     plan_lib.resolve(_config(step_build='xla'), GPU, deferred)
