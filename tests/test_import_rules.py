@@ -15,6 +15,7 @@ import ast
 import dataclasses
 import os
 import re
+import sys
 from typing import Dict, FrozenSet, Iterator, List, Optional
 
 import pytest
@@ -35,7 +36,9 @@ class Rule:
   """One row of the table.
 
   Attributes:
-    row: the module as the table names it, e.g. `schema.py` or `supernet/`.
+    row: the module as the table names it, e.g. `registry.py`, `supernet/`
+      or one module of a package with a row of its own, e.g.
+      `cost_models/calibration.py` (unit `cost_models/calibration`).
     may_import: units it may import; `tunas_search` allows every library one.
     tensorflow: 'yes', 'in functions' or 'no'.
   """
@@ -74,8 +77,9 @@ def read_rules(path: str = DESIGN) -> Dict[str, Rule]:
         f'got {tensorflow!r}')
     unit = _unit_of_row(row)
     assert unit not in rules, f'{path}: two rows for {row}'
-    rules[unit] = Rule(row, frozenset(re.findall(r'`([\w.]+)`', cells[2])),
-                       tensorflow)
+    may_import = frozenset(_unit_of_row(name) for name in
+                           re.findall(r'`([\w./]+)`', cells[2]))
+    rules[unit] = Rule(row, may_import, tensorflow)
   assert rules, f'{path}: no rows under {SECTION!r}'
   return rules
 
@@ -87,11 +91,18 @@ def module_name(relpath: str) -> str:
 
 
 def unit_of(module: str) -> Optional[str]:
-  """The table row (unit) a project module belongs to; None if external."""
+  """The table row (unit) a project module belongs to; None if external.
+
+  A module of a package is its package's unit unless the table gives the
+  module a row of its own.
+  """
   parts = module.split('.')
   if parts[0] in PACKAGE_ROWS:
     return parts[0]
   if parts[0] == LIBRARY:
+    own = '/'.join(parts[1:3])
+    if len(parts) > 2 and own in MODULE_ROWS:
+      return own
     return parts[1] if len(parts) > 1 else '__init__'
   return None
 
@@ -270,6 +281,8 @@ def _module_paths(packages=PACKAGES) -> Iterator[str]:
 
 
 RULES = read_rules()
+# Units that are one module of a package (`cost_models/calibration`).
+MODULE_ROWS = frozenset(unit for unit in RULES if '/' in unit)
 MODULES = list(_module_paths())
 SCRIPTS = list(_module_paths(SCRIPT_DIRS))
 
@@ -347,6 +360,32 @@ def test_the_spec_layer_never_loads_tensorflow(unit):
 def test_checker_reports_the_module_and_the_import(relpath, source, expected):
   problems = violations(relpath, source, RULES)
   assert len(problems) == 1 and problems[0].startswith(expected), problems
+
+
+def test_a_module_row_of_a_package_is_a_unit_of_its_own(monkeypatch, tmp_path):
+  table = tmp_path / 'DESIGN.md'
+  table.write_text(
+      f'{SECTION}\n\n| module | why | may import | TensorFlow |\n|---|---|---|---|\n'
+      '| `pkg/` | a package | `pkg/light.py` | yes |\n'
+      '| `pkg/light.py` | its TensorFlow-free module | | no |\n'
+      '| `other.py` | | `pkg` | no |\n')
+  rules = read_rules(str(table))
+  monkeypatch.setattr(sys.modules[__name__], 'MODULE_ROWS',
+                      frozenset({'pkg/light'}))
+  assert set(rules) == {'pkg', 'pkg/light', 'other'}
+  assert unit_of('tunas_search.pkg.light') == 'pkg/light'
+  assert unit_of('tunas_search.pkg.heavy') == 'pkg'
+  # The package's other modules may import it only as the table says, and it
+  # keeps its own TensorFlow level.
+  assert violations('tunas_search/pkg/heavy.py',
+                    'import tunas_search.pkg.light\n', rules) == []
+  light = violations('tunas_search/pkg/light.py',
+                     'import tensorflow\nimport tunas_search.pkg.heavy\n',
+                     rules)
+  assert len(light) == 2 and 'never loads TensorFlow' in light[0], light
+  assert 'lets `pkg/light.py` import only no project module' in light[1]
+  assert violations('tunas_search/other.py',
+                    'import tunas_search.pkg.light\n', rules)
 
 
 @pytest.mark.parametrize('relpath, source', [
