@@ -112,13 +112,13 @@ import numpy as np
 import tensorflow as tf
 
 import search_spaces
-from tunas_search import architecture
-from tunas_search import controller
-from tunas_search import controller_adam
+from tunas_search.space import architecture
+from tunas_search.controller import policy as controller
+from tunas_search.controller import adam as controller_adam
 from tunas_search import cost_models
-from tunas_search import rewards
-from tunas_search import schema
-from tunas_search import search
+from tunas_search.search import rewards
+from tunas_search.space import schema
+from tunas_search.search import model_fn as search
 from tunas_search import supernet
 from tunas_search.config import ConfigError, SearchConfig
 from tunas_search.config import plan as plan_lib

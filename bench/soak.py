@@ -220,7 +220,7 @@ def _recorded(model_dir: str) -> Optional[str]:
 def _one_run(index: int, command: List[str], plan: Optional[dict],
              args: argparse.Namespace, samples: List[dict]) -> dict:
   """Runs (and kills, as planned) one search process; what it did."""
-  from tunas_search import checkpoints  # pylint: disable=g-import-not-at-top
+  from tunas_search.runtime import checkpoints  # pylint: disable=g-import-not-at-top
   model_dir = args.model_dir
   before = _recorded(model_dir)
   run = _Run(command, os.path.join(args.work_dir, f'run-{index:03d}.log'))
@@ -254,7 +254,7 @@ def _one_run(index: int, command: List[str], plan: Optional[dict],
 
 def _history_gaps(model_dir: str, max_steps: int,
                   every: Sequence[int]) -> List[int]:
-  from tunas_search import analysis  # pylint: disable=g-import-not-at-top
+  from tunas_search.results import analysis  # pylint: disable=g-import-not-at-top
   logged = analysis.read_scalars(model_dir, (analysis.REWARD_TAG,)).get(
       analysis.REWARD_TAG, [])
   return missing_steps([s for s, _ in logged],

@@ -112,12 +112,14 @@ if _BENCH not in sys.path:
   sys.path.append(_BENCH)
 import search_spaces  # pylint: disable=g-import-not-at-top
 import trace_summary  # pylint: disable=g-import-not-at-top
-from tunas_search import architecture, schema, specs  # pylint: disable=g-import-not-at-top
-from tunas_search import nonfinite  # pylint: disable=g-import-not-at-top
-from tunas_search import search  # pylint: disable=g-import-not-at-top
+from tunas_search.space import architecture  # pylint: disable=g-import-not-at-top
+from tunas_search.space import schema  # pylint: disable=g-import-not-at-top
+from tunas_search.space import specs  # pylint: disable=g-import-not-at-top
+from tunas_search.search import nonfinite  # pylint: disable=g-import-not-at-top
+from tunas_search.search import model_fn as search  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
 from tunas_search.runtime import estimators  # pylint: disable=g-import-not-at-top
-from tunas_search.schema import OneOf  # pylint: disable=g-import-not-at-top
+from tunas_search.space.schema import OneOf  # pylint: disable=g-import-not-at-top
 from tunas_search.supernet import build_network  # pylint: disable=g-import-not-at-top
 
 NUM_CLASSES = 10

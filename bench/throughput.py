@@ -76,11 +76,11 @@ import numpy as np
 import tensorflow as tf
 
 import search_spaces
-from tunas_search import architecture
-from tunas_search import schema
-from tunas_search import search
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.search import model_fn as search
 from tunas_search import supernet
-from tunas_search import xla_flags
+from tunas_search.runtime import xla_flags
 from tunas_search.config import ConfigError, SearchConfig
 from tunas_search.config import plan as plan_lib
 from tunas_search.tf_internals import xla

@@ -32,10 +32,10 @@ from absl import flags
 from absl import logging
 
 from . import cli
-from tunas_search import analysis
+from tunas_search.results import analysis
 from tunas_search import cost_models
-from tunas_search import report
-from tunas_search import selection
+from tunas_search.results import render as report
+from tunas_search.results import selection
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:

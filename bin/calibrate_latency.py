@@ -39,7 +39,7 @@ from . import cli
 from . import config_flags
 from . import resolve
 import search_spaces
-from tunas_search import calibration
+from tunas_search.cost_models import calibration
 from tunas_search.config import ConfigError
 # pylint: enable=g-import-not-at-top,wrong-import-position
 

@@ -31,10 +31,10 @@ from absl import flags
 import search_spaces
 from . import cli
 from . import resolve
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import config as config_lib
 from tunas_search import cost_models
-from tunas_search import schema
+from tunas_search.space import schema
 
 FORMATS = ('text', 'json')
 # TuNAS's input side: describe_arch's default but for spaces published at
@@ -159,7 +159,7 @@ def measure_latency(space_name: str, indices: str, num_classes: int = 1000,
     {MEASURED_KEY: median ms, MEASURED_MIN_KEY: minimum ms}.
   """
   # pylint: disable=g-import-not-at-top
-  from tunas_search import export
+  from tunas_search.standalone import export
   # pylint: enable=g-import-not-at-top
   spec = search_spaces.get(space_name).spec()
   masked = architecture.with_indices(spec, architecture.parse_indices(

@@ -36,7 +36,7 @@ from . import cli
 from . import config_flags
 from tunas_search.config import ConfigError
 from tunas_search.evaluation import candidates
-from tunas_search.evaluation.config import EvaluationConfig
+from tunas_search.config.evaluation import EvaluationConfig
 
 _NOT_FLAGS = ('search_model_dirs', 'extra_architectures', 'shard_index',
               'num_shards')
@@ -111,7 +111,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   config = build_config(flag_values)
   # TensorFlow-heavy modules only once the flags are known to be good.
   # pylint: disable=g-import-not-at-top
-  from tunas_search import model_dir as model_dir_lib
+  from tunas_search.runtime import model_dir as model_dir_lib
   from tunas_search.evaluation import job
   from tunas_search.evaluation import report
   # pylint: enable=g-import-not-at-top

@@ -56,8 +56,8 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   if f.export_dir:
     cli.check_output_dir('export_dir', f.export_dir)
   # pylint: disable=g-import-not-at-top
-  from tunas_search import export
-  from tunas_search import model_dir as model_dir_lib
+  from tunas_search.standalone import export
+  from tunas_search.runtime import model_dir as model_dir_lib
   # pylint: enable=g-import-not-at-top
   try:
     # Named as --resume_from is, listing the run's checkpoints; before the

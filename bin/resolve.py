@@ -14,7 +14,7 @@ import search_spaces
 from search_spaces import SearchSpaceError
 from search_spaces import SpecError
 from . import cli
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import config as config_lib
 from tunas_search import cost_models
 from tunas_search.registry import UnknownNameError

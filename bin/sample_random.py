@@ -33,7 +33,7 @@ from . import cli
 from . import resolve
 from tunas_search import config as config_lib
 from tunas_search import cost_models
-from tunas_search import random_search
+from tunas_search.search import random_search
 
 FORMATS = ('text', 'json')
 FLAGS = flags.FLAGS

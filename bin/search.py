@@ -34,7 +34,7 @@ from . import resolve
 from . import stages
 from tunas_search import cost_models
 from tunas_search import data
-from tunas_search import rewards
+from tunas_search.search import rewards
 from tunas_search.config import ConfigError, SearchConfig
 
 _NONE = cost_models.NONE
@@ -209,8 +209,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
     raise cli.UsageError(str(e)) from None
   # Import TensorFlow-heavy modules only once the flags are known to be good.
   # pylint: disable=g-import-not-at-top
-  from tunas_search import model_dir as model_dir_lib
-  from tunas_search import runner
+  from tunas_search.runtime import model_dir as model_dir_lib
+  from tunas_search.search import runner
   # pylint: enable=g-import-not-at-top
   space = search_spaces.get(config.search_space)
   try:

@@ -46,7 +46,7 @@ def read(model_dir: str) -> CoarseResult:
       an unfinished one, or a search of another space.
   """
   # pylint: disable=g-import-not-at-top
-  from tunas_search import analysis  # Imports TensorFlow.
+  from tunas_search.results import analysis  # Imports TensorFlow.
   # pylint: enable=g-import-not-at-top
   try:
     config, spec = analysis.load_search(model_dir)

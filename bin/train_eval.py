@@ -40,11 +40,11 @@ import search_spaces
 from . import cli
 from . import config_flags
 from . import resolve
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import data
-from tunas_search import selection
+from tunas_search.results import selection
 from tunas_search.config import ConfigError
-from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.config.standalone import TrainEvalConfig
 
 FORMATS = ('text', 'json')
 
@@ -108,7 +108,7 @@ def _architecture(f: flags.FlagValues):
     if f.search_space or f.indices:
       raise cli.UsageError('give either --search_model_dir or '
                            '--search_space/--indices, not both')
-    from tunas_search import analysis  # pylint: disable=g-import-not-at-top
+    from tunas_search.results import analysis  # pylint: disable=g-import-not-at-top
     try:
       search, spec = analysis.load_search(f.search_model_dir)
       choice = selection.for_search(
@@ -131,7 +131,7 @@ def _architecture(f: flags.FlagValues):
 
 def _stored_run(f: flags.FlagValues):
   """--mode=evaluate without architecture flags: the model dir's own run."""
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   stored, spec = train_eval.load_run(f.model_dir)
   return dataclasses.replace(
       stored, model_dir=f.model_dir, mode='evaluate',
@@ -199,8 +199,8 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
     raise cli.UsageError(str(e)) from None
   # Import TensorFlow-heavy modules only once the flags are known to be good.
   # pylint: disable=g-import-not-at-top
-  from tunas_search import model_dir as model_dir_lib
-  from tunas_search import train_eval
+  from tunas_search.runtime import model_dir as model_dir_lib
+  from tunas_search.standalone import train_eval
   # pylint: enable=g-import-not-at-top
   try:
     with resolve.reading_images(config.dataset):

@@ -8,9 +8,9 @@
 tools import this module only because it is named.
 """
 
-from tunas_search import schema
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Activation, Block, Conv, ConvTower,
+from tunas_search.space import schema
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
                                 GlobalAveragePool, Residual, Zero)
 

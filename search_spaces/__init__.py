@@ -18,11 +18,11 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 
 from absl import logging
 
-from tunas_search import architecture
-from tunas_search import schema
+from tunas_search.space import architecture
+from tunas_search.space import schema
 from tunas_search.registry import Registry
 from tunas_search.registry import UnknownNameError
-from tunas_search.specs import ConvTower
+from tunas_search.space.specs import ConvTower
 from search_spaces import mobilenet_v3_like
 from search_spaces import mobilenet_v4
 from search_spaces import plugins

@@ -7,9 +7,9 @@ its exact widths (112, 960) and expansions (x2.5, x2.3) as fixed choices.
 
 from typing import Sequence
 
-from tunas_search import schema
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Activation, Block, Conv, ConvTower,
+from tunas_search.space import schema
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, DetectionEndpoint,
                                 FilterMultiplier, GlobalAveragePool, Residual,
                                 SeparableConv, Zero)

@@ -23,10 +23,10 @@ import dataclasses
 import re
 from typing import Any, Callable, Optional, Sequence, Tuple
 
-from tunas_search import architecture
-from tunas_search import schema
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Block, ConvTower, FilterMultiplier, Residual,
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Block, ConvTower, FilterMultiplier, Residual,
                                 UniversalInvertedBottleneck, Zero)
 from search_spaces.proxylessnas import WIDTH_MULTIPLIERS, width_choices
 

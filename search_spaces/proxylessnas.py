@@ -9,10 +9,10 @@ al. 2019).
 
 from typing import Sequence, Tuple
 
-from tunas_search import architecture
-from tunas_search import schema
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Activation, Block, Conv, ConvTower,
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, DetectionEndpoint,
                                 FilterMultiplier, GlobalAveragePool, Residual,
                                 SeparableConv, Zero, scale_filters)

@@ -12,12 +12,12 @@ that the Pixel-1 cost model's feature layout counts (docs/cost_models.md).
 import dataclasses
 from typing import Any, Optional, Tuple
 
-from tunas_search import schema
-from tunas_search import specs
-from tunas_search.schema import OneOf
+from tunas_search.space import schema
+from tunas_search.space import specs
+from tunas_search.space.schema import OneOf
 
 # The layer records the builder (tunas_search/supernet/builder.py) can build;
-# tests/test_search_space_plugins.py checks that the two lists agree.
+# tests/search_spaces/test_plugins.py checks that the two lists agree.
 LAYER_TYPES = (specs.Conv, specs.SeparableConv, specs.DepthwiseBottleneck,
                specs.UniversalInvertedBottleneck, specs.Activation,
                specs.Residual, specs.Zero, specs.GlobalAveragePool,

@@ -1,7 +1,7 @@
 """Model dirs as a kill at each instant of a checkpoint save leaves them.
 
 Built by hand from a complete checkpoint, following the order in which
-`tf.train.Saver` writes (tunas_search/checkpoints.py): no timing involved.
+`tf.train.Saver` writes (tunas_search/runtime/checkpoints.py): no timing involved.
 """
 
 import glob

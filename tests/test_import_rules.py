@@ -49,7 +49,7 @@ class Rule:
 
 @dataclasses.dataclass(frozen=True)
 class Import:
-  module: str  # Dotted and absolute, e.g. 'tunas_search.schema'.
+  module: str  # Dotted and absolute, e.g. 'tunas_search.space.schema'.
   line: int
   in_function: bool
 
@@ -330,30 +330,29 @@ def test_modules_without_tensorflow_import_none_that_loads_it():
                          'TensorFlow')
 
 
-@pytest.mark.parametrize('unit', ['registry', 'serialization', 'schema',
-                                  'specs', 'architecture', 'search_spaces'])
+@pytest.mark.parametrize('unit', ['registry', 'space', 'search_spaces'])
 def test_the_spec_layer_never_loads_tensorflow(unit):
   assert RULES[unit].tensorflow == 'no'
 
 
 # The checker itself, on made-up modules.
 @pytest.mark.parametrize('relpath, source, expected', [
-    ('tunas_search/schema.py', 'import tensorflow as tf\n',
-     'tunas_search/schema.py:1 imports tensorflow: docs/DESIGN.md says '
-     '`schema.py` never loads TensorFlow'),
+    ('tunas_search/space/schema.py', 'import tensorflow as tf\n',
+     'tunas_search/space/schema.py:1 imports tensorflow: docs/DESIGN.md says '
+     '`space/` never loads TensorFlow'),
     ('tunas_search/config/fields.py', 'def f():\n  import tensorflow\n'
      'import tensorflow.compat.v1\n',
      'tunas_search/config/fields.py:3 imports tensorflow.compat.v1 at module '
      'level'),
-    ('tunas_search/search.py', 'from absl import flags\n',
-     'tunas_search/search.py:1 imports absl.flags: flags live in bin/ only'),
+    ('tunas_search/search/model_fn.py', 'from absl import flags\n',
+     'tunas_search/search/model_fn.py:1 imports absl.flags: flags live in bin/ only'),
     ('tunas_search/supernet/ops.py', 'import search_spaces\n',
      'tunas_search/supernet/ops.py:1 imports search_spaces: docs/DESIGN.md '
-     'lets `supernet/` import only schema, specs'),
+     'lets `supernet/` import only space, tf_internals'),
     ('search_spaces/x.py', 'from tunas_search import supernet\n',
      'search_spaces/x.py:1 imports tunas_search.supernet'),
-    ('tunas_search/specs.py', 'from . import controller\n',
-     'tunas_search/specs.py:1 imports tunas_search.controller'),
+    ('tunas_search/space/specs.py', 'from .. import controller\n',
+     'tunas_search/space/specs.py:1 imports tunas_search.controller'),
     ('tunas_search/newmodule.py', '',
      'tunas_search/newmodule.py has no row in the module table'),
 ])
@@ -396,7 +395,7 @@ def test_a_module_row_of_a_package_is_a_unit_of_its_own(monkeypatch, tmp_path):
     ('tunas_search/supernet/builder.py',
      'from tunas_search.supernet import ops\nfrom . import widths\n'),
     ('bin/x.py', 'from absl import flags\nfrom . import cli\n'
-     'from tunas_search import runner\nimport search_spaces\n'),
+     'from tunas_search.search import runner\nimport search_spaces\n'),
 ])
 def test_checker_accepts_what_the_table_allows(relpath, source):
   assert violations(relpath, source, RULES) == []
@@ -404,9 +403,9 @@ def test_checker_accepts_what_the_table_allows(relpath, source):
 
 # The door itself, on made-up modules: each rule bites outside it.
 @pytest.mark.parametrize('relpath, source, expected', [
-    ('tunas_search/search.py',
+    ('tunas_search/search/model_fn.py',
      'from tensorflow.python.ops import control_flow_grad\n',
-     'tunas_search/search.py:1 imports '
+     'tunas_search/search/model_fn.py:1 imports '
      'tensorflow.python.ops.control_flow_grad: TensorFlow\'s private '
      'modules live in tunas_search/tf_internals/ only'),
     ('tunas_search/runtime/estimators.py',
@@ -427,8 +426,8 @@ def test_checker_accepts_what_the_table_allows(relpath, source):
      'of TensorFlow\'s objects live in tunas_search/tf_internals/ only'),
     ('bin/x.py', 'def f(saver):\n  saver._set_steps_per_run(3)\n',
      'bin/x.py:2 uses saver._set_steps_per_run: protected members'),
-    ('tunas_search/runner.py', 'def f():\n  return super()._save()\n',
-     'tunas_search/runner.py:2 uses super()._save: protected members'),
+    ('tunas_search/search/runner.py', 'def f():\n  return super()._save()\n',
+     'tunas_search/search/runner.py:2 uses super()._save: protected members'),
 ])
 def test_the_door_bites_outside_tf_internals(relpath, source, expected):
   problems = internals_violations(relpath, source)
@@ -442,8 +441,9 @@ def test_the_door_bites_outside_tf_internals(relpath, source, expected):
      '  with g.gradient_override_map({}):\n    pass\n'),
     ('tunas_search/x.py', 'class A:\n  def f(self):\n    return self._x\n'
      '  @classmethod\n  def g(cls):\n    return cls._y\n'),
-    ('tunas_search/summaries.py',
-     'from tunas_search import architecture\narchitecture._layer_token(1)\n'),
+    ('tunas_search/results/summaries.py',
+     'from tunas_search.space import architecture\n'
+     'architecture._layer_token(1)\n'),
     ('bin/x.py', 'from . import cli\ncli._helper()\n'),
     ('tunas_search/x.py', 'import tensorflow.compat.v1 as tf1\n'
      'def f(t):\n  return t._replace(a=1)._asdict()\n'),

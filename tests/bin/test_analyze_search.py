@@ -13,10 +13,10 @@ import tensorflow as tf
 
 import search_spaces
 from bin import describe_arch
-from tests import test_analysis as fake
-from tunas_search import architecture
+from tests.results import test_analysis as fake
+from tunas_search.space import architecture
 from tunas_search import cost_models
-from tunas_search import schema
+from tunas_search.space import schema
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
@@ -86,7 +86,7 @@ def test_json_and_plot(search_dir, tmp_path):
       'pixel1_latency').cost(spec, expected, context)
   v = logged[30][0]
   # float32 logits: the tool's softmax and this one round differently by a
-  # few float32 ulps (tests/test_analysis.py).
+  # few float32 ulps (tests/results/test_analysis.py).
   np.testing.assert_allclose(data['decisions'][0]['probabilities'],
                              np.exp(v) / np.exp(v).sum(), rtol=1e-6)
   assert os.path.getsize(plot) > 10000
@@ -104,7 +104,7 @@ def test_csv_at_an_earlier_step(search_dir):
 
 def test_missing_dir_is_a_one_line_error():
   # Each run pays a TensorFlow import: the other error cases are tested on
-  # the library (tests/test_analysis.py).
+  # the library (tests/results/test_analysis.py).
   done = run_tool('--model_dir=/nonexistent/run')
   assert done.returncode == 2
   assert done.stdout == ''

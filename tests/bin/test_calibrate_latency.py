@@ -1,6 +1,6 @@
 """bin/calibrate_latency.py: bad input is one line, exit 2, nothing written.
 
-The calibration itself is tested in tests/test_calibration.py.
+The calibration itself is tested in tests/cost_models/test_calibration.py.
 """
 
 import os
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import search_spaces
-from tunas_search import calibration
+from tunas_search.cost_models import calibration
 from tunas_search.config import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(

@@ -18,7 +18,7 @@ from bin import search
 from bin import train_eval
 from tunas_search import config as config_lib
 from tunas_search.config import SearchConfig
-from tunas_search.evaluation.config import EvaluationConfig
+from tunas_search.config.evaluation import EvaluationConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))

@@ -12,7 +12,7 @@ from absl import flags
 import search_spaces
 from bin import cli
 from bin import describe_arch
-from tunas_search import architecture
+from tunas_search.space import architecture
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))

@@ -7,7 +7,7 @@ import pytest
 
 from bin import cli
 from bin import export_model
-from tests import test_export
+from tests.standalone import test_export
 from tests.files import snapshot
 
 

@@ -14,10 +14,10 @@ import search_spaces
 from bin import analyze_search
 from bin import cli
 from bin import export_model
-from tests import test_analysis as fake
-from tunas_search import analysis
-from tunas_search import report
-from tunas_search import schema
+from tests.results import test_analysis as fake
+from tunas_search.results import analysis
+from tunas_search.results import render as report
+from tunas_search.space import schema
 
 
 @pytest.fixture
@@ -149,8 +149,8 @@ def _regular_file(path):
 
 
 def _train_eval_dir(path):
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   train_eval.prepare(test_train_eval.make_config(path), test_train_eval.SPEC)
   return path
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 import search_spaces
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import cost_models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(

@@ -185,7 +185,7 @@ def test_resume_from_an_empty_dir_names_its_checkpoints(tmp_path):
 
 
 def test_model_dir_of_a_train_eval_run_is_refused(tmp_path):
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
   config = test_train_eval.make_config(tmp_path)
   (tmp_path / 'config.json').write_text(config.to_json())
   before = snapshot(str(tmp_path))

@@ -1,6 +1,6 @@
 """bin/search.py --coarse_model_dir: the fine stage of MobileNetV4's search.
 
-The coarse search's model dir is read through tunas_search.analysis, which
+The coarse search's model dir is read through tunas_search.results.analysis, which
 is stubbed here with a coarse search's config, spec and final architecture
 (tests/e2e/test_two_stage.py runs the real stages).
 """
@@ -14,9 +14,9 @@ from bin import cli
 from bin import search
 from bin import stages
 from search_spaces import mobilenet_v4
-from tunas_search import analysis
-from tunas_search import architecture
-from tunas_search import schema
+from tunas_search.results import analysis
+from tunas_search.space import architecture
+from tunas_search.space import schema
 from tunas_search.config import SearchConfig
 
 COARSE = 'mobilenet_v4_conv_small_coarse'

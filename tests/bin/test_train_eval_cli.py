@@ -74,8 +74,8 @@ def _main(*args):
 @pytest.fixture(scope='module')
 def train_eval_dir(tmp_path_factory):
   """A train_eval run's model dir (config and spec; no checkpoint needed)."""
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   model_dir = tmp_path_factory.mktemp('train_eval')
   train_eval.prepare(test_train_eval.make_config(model_dir),
                      test_train_eval.SPEC)

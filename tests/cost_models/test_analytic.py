@@ -4,10 +4,10 @@ import pytest
 
 import search_spaces
 from tunas_search import cost_models
-from tunas_search import schema
+from tunas_search.space import schema
 from tunas_search.cost_models import analytic
-from tunas_search.schema import OP, OneOf
-from tunas_search.specs import (Activation, Block, Conv, ConvTower,
+from tunas_search.space.schema import OP, OneOf
+from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
                                 GlobalAveragePool, Residual, SeparableConv,
                                 UniversalInvertedBottleneck, Zero)

@@ -7,8 +7,8 @@ import pytest
 
 from tunas_search import cost_models
 from tunas_search.cost_models import base
-from tunas_search.schema import OP, OneOf
-from tunas_search.specs import Block, Conv, ConvTower
+from tunas_search.space.schema import OP, OneOf
+from tunas_search.space.specs import Block, Conv, ConvTower
 
 OPS = base.NUMPY_OPS
 

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import cost_models
-from tunas_search import schema
+from tunas_search.space import schema
 from tunas_search.registry import UnknownNameError
 
 

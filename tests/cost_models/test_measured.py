@@ -12,9 +12,9 @@ import search_spaces
 from tests.cost_models.test_measured_fit import random_architectures
 from tests.cost_models.test_measured_fit import synthetic_model
 from tests.e2e import tiny
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import cost_models
-from tunas_search import schema
+from tunas_search.space import schema
 from tunas_search.cost_models import analytic
 from tunas_search.cost_models import measured
 

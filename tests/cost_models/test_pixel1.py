@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 import search_spaces
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import cost_models
-from tunas_search import schema
+from tunas_search.space import schema
 from tunas_search.cost_models import pixel1
-from tunas_search.specs import Block, Conv, ConvTower, Zero
+from tunas_search.space.specs import Block, Conv, ConvTower, Zero
 
 SPACES = ('proxylessnas_search', 'proxylessnas_enlarged_search',
           'mobilenet_v3_like_search')

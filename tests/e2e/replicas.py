@@ -17,8 +17,8 @@ if __name__ == '__main__':  # Run as a script: make the repo importable.
       os.path.abspath(__file__)))))
 
 from tests.e2e import tiny  # pylint: disable=g-import-not-at-top
-from tunas_search import runner  # pylint: disable=g-import-not-at-top
-from tunas_search import search  # pylint: disable=g-import-not-at-top
+from tunas_search.search import runner  # pylint: disable=g-import-not-at-top
+from tunas_search.search import model_fn as search  # pylint: disable=g-import-not-at-top
 
 tf1 = tf.compat.v1
 

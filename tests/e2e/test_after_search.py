@@ -15,16 +15,16 @@ from absl import flags
 
 from bin import describe_arch
 from bin import train_eval as train_eval_cli
-from tests import test_analysis
+from tests.results import test_analysis
 from tests.e2e import tiny
-from tunas_search import analysis
-from tunas_search import architecture
-from tunas_search import controller
-from tunas_search import export
-from tunas_search import runner
-from tunas_search import schema
-from tunas_search import selection
-from tunas_search import train_eval
+from tunas_search.results import analysis
+from tunas_search.space import architecture
+from tunas_search.controller import policy as controller
+from tunas_search.standalone import export
+from tunas_search.search import runner
+from tunas_search.space import schema
+from tunas_search.results import selection
+from tunas_search.standalone import train_eval
 from tunas_search.standalone import TrainEvalConfig
 
 tf1 = tf.compat.v1
@@ -143,7 +143,7 @@ def test_train_evaluate_and_export(search_dir, tmp_path):
   for key in ('logits', 'probabilities'):
     assert lite[key].shape == (8, 10)
     # TFLite's kernels fold BN and accumulate in another order than TF's:
-    # float32 differences on O(1) values (tests/test_export.py).
+    # float32 differences on O(1) values (tests/standalone/test_export.py).
     np.testing.assert_allclose(lite[key], served[key].numpy(), atol=1e-4)
   # A float32 sum of 10 probabilities: a few ulps of 1.
   np.testing.assert_allclose(lite['probabilities'].sum(-1), 1.0, atol=1e-5)
@@ -192,7 +192,7 @@ def test_cli_takes_the_final_architecture_of_a_search(search_dir, tmp_path):
   config, spec = build()
   result = analysis.analyze(search_dir)
   search_config, _ = analysis.load_search(search_dir)
-  # By default the rule `auto` (tunas_search/selection.py); TuNAS's argmax
+  # By default the rule `auto` (tunas_search/results/selection.py); TuNAS's argmax
   # on request.
   assert config.indices == selection.for_search(
       search_config, spec, result).choose('auto').architecture

@@ -4,7 +4,7 @@ before intact, and a rerun after space is freed resumes.
 
 The full disk is injected, not provoked: the Saver's save and the events
 writer's flush raise exactly what TensorFlow raises on a full disk (see
-tests/test_model_dir.py), after the Saver has left what a failed write
+tests/runtime/test_model_dir.py), after the Saver has left what a failed write
 leaves (its temp dir).
 """
 
@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 
 from tests.e2e import tiny
-from tunas_search import model_dir as model_dir_lib
-from tunas_search import runner
+from tunas_search.runtime import model_dir as model_dir_lib
+from tunas_search.search import runner
 
 tf1 = tf.compat.v1
 _NO_SPACE = 'No space left on device'
@@ -99,8 +99,8 @@ def test_search_stops_on_a_full_disk_and_resumes_after(tmp_path):
 
 def test_train_eval_stops_on_a_full_disk_and_resumes_after(tmp_path,
                                                            monkeypatch):
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   model_dir = str(tmp_path / 'run')
   config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
                                        save_checkpoints_steps=1)

@@ -5,9 +5,9 @@ them).
 Where the kill lands is not left to a race between a poll and the save's
 speed: the search pauses inside its save of step 4, after the shard is
 written and before the shards are merged (a graph-building patch of
-`MergeV2Checkpoints`, tunas_search/checkpoints.py, step 2), until the test,
+`MergeV2Checkpoints`, tunas_search/runtime/checkpoints.py, step 2), until the test,
 polling for the save's temp dir, kills it. Each kind of unfinished save is
-rebuilt deterministically in tests/test_checkpoints.py and
+rebuilt deterministically in tests/runtime/test_checkpoints.py and
 tests/e2e/test_model_dir_e2e.py.
 """
 

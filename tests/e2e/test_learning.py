@@ -5,10 +5,10 @@ import itertools
 import numpy as np
 
 from tests.e2e import tiny
-from tunas_search import controller
+from tunas_search.controller import policy as controller
 from tunas_search import cost_models
-from tunas_search import runner
-from tunas_search import schema
+from tunas_search.search import runner
+from tunas_search.space import schema
 
 # The tiny space's MAdds at 28x28 run from 46k to 589k, 191k on average
 # under a uniform controller; the target sits near the cheap end.

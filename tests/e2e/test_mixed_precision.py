@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from tests.e2e import tiny
-from tunas_search import search
+from tunas_search.search import model_fn as search
 from tunas_search.config import plan as plan_lib
 
 tf1 = tf.compat.v1

@@ -9,14 +9,14 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from tunas_search import analysis
-from tunas_search import model_dir as model_dir_lib
-from tunas_search import runner
-from tunas_search import schema
-from tunas_search import serialization
-from tunas_search import specs
-from tunas_search.model_dir import ModelDirError
-from tunas_search.schema import OneOf
+from tunas_search.results import analysis
+from tunas_search.runtime import model_dir as model_dir_lib
+from tunas_search.search import runner
+from tunas_search.space import schema
+from tunas_search.space import serialization
+from tunas_search.space import specs
+from tunas_search.runtime.model_dir import ModelDirError
+from tunas_search.space.schema import OneOf
 from tests import killed_saves
 from tests.e2e import tiny
 from tests.files import rewrite_checkpoint_without
@@ -195,8 +195,8 @@ def test_train_eval_reruns_past_a_save_killed_at_any_instant(tmp_path):
   # Checkpoints 1, 2 recorded, the save of 3 killed at each instant: a rerun
   # at the last step removes the garbage and nothing else; then one trains on
   # past the kind.
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   model_dir = str(tmp_path / 'run')
   config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
                                        save_checkpoints_steps=1)
@@ -221,8 +221,8 @@ def test_train_eval_reruns_past_a_save_killed_at_any_instant(tmp_path):
 
 
 def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   model_dir = str(tmp_path / 'run')
   config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
                                        save_checkpoints_steps=1)
@@ -245,8 +245,8 @@ def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):
 
 
 def test_train_eval_names_a_variable_its_checkpoint_lacks(tmp_path):
-  from tests import test_train_eval  # pylint: disable=g-import-not-at-top
-  from tunas_search import train_eval  # pylint: disable=g-import-not-at-top
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
   model_dir = str(tmp_path / 'run')
   config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
                                        save_checkpoints_steps=1)

@@ -10,9 +10,9 @@ from tensorboard.backend.event_processing import event_accumulator
 
 from tests.e2e import faults
 from tests.e2e import tiny
-from tunas_search import controller
-from tunas_search import runner
-from tunas_search import schema
+from tunas_search.controller import policy as controller
+from tunas_search.search import runner
+from tunas_search.space import schema
 from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import deferred
 

@@ -17,11 +17,11 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
-from tunas_search import architecture
-from tunas_search import controller
+from tunas_search.space import architecture
+from tunas_search.controller import policy as controller
 from tunas_search import cost_models
-from tunas_search import schema
-from tunas_search import search
+from tunas_search.space import schema
+from tunas_search.search import model_fn as search
 from tunas_search.config import plan as plan_lib
 from tunas_search.runtime import host_call
 

@@ -13,11 +13,11 @@ from tensorboard.plugins.custom_scalar import custom_scalars_plugin
 from tensorboard.plugins.scalar import scalars_plugin
 
 from tests.e2e import tiny
-from tunas_search import analysis
-from tunas_search import controller
-from tunas_search import runner
-from tunas_search import schema
-from tunas_search import summaries
+from tunas_search.results import analysis
+from tunas_search.controller import policy as controller
+from tunas_search.search import runner
+from tunas_search.space import schema
+from tunas_search.results import summaries
 
 # Host loops and checkpoints every 2 steps; the last step, 5, is neither.
 TOTAL = 5

@@ -5,11 +5,11 @@ checks the TPU-only code paths as far as a CPU machine can."""
 import tensorflow as tf
 
 from tests.e2e import tiny
-from tunas_search import architecture
-from tunas_search import search
+from tunas_search.space import architecture
+from tunas_search.search import model_fn as search
 from tunas_search.config import plan as plan_lib
 from tunas_search.standalone import make_model_fn
-from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.config.standalone import TrainEvalConfig
 
 tf1 = tf.compat.v1
 

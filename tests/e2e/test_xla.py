@@ -20,15 +20,15 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import cost_models
-from tunas_search import search
-from tunas_search import xla_flags
+from tunas_search.search import model_fn as search
+from tunas_search.runtime import xla_flags
 from tunas_search.config import SearchConfig
 from tunas_search.config import plan as plan_lib
 from tunas_search.runtime import progress
 from tunas_search.standalone import make_model_fn
-from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.config.standalone import TrainEvalConfig
 from tunas_search.tf_internals import xla
 
 sys.path.insert(0, os.path.dirname(__file__))

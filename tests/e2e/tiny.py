@@ -10,7 +10,7 @@ import dataclasses
 import tensorflow as tf
 
 from tests.e2e.tiny_spec import bneck, tiny_spec  # pylint: disable=unused-import
-from tunas_search import search
+from tunas_search.search import model_fn as search
 from tunas_search.config import plan as plan_lib
 from tunas_search.config import SearchConfig
 

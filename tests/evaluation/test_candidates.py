@@ -1,7 +1,7 @@
 """Tests for tunas_search.evaluation.candidates: windows and random draws.
 
 The tiny space (tests/e2e/tiny_spec.py) under exact MAdds, whose costs
-are known (tests/test_random_search.py), and one draw of the TuNAS window
+are known (tests/search/test_random_search.py), and one draw of the TuNAS window
 itself; no TensorFlow.
 """
 
@@ -9,7 +9,7 @@ import pytest
 
 import search_spaces
 from tests.e2e.tiny_spec import tiny_spec
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import cost_models
 from tunas_search.evaluation import candidates
 

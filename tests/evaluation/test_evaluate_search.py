@@ -22,15 +22,15 @@ from absl import flags
 from bin import evaluate_search as cli
 from tests.e2e import faults
 from tests.e2e import tiny
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import data
-from tunas_search import model_dir as model_dir_lib
-from tunas_search import runner
+from tunas_search.runtime import model_dir as model_dir_lib
+from tunas_search.search import runner
 from tunas_search import supernet
 from tunas_search.evaluation import job
 from tunas_search.evaluation import one_shot
 from tunas_search.evaluation import report
-from tunas_search.evaluation.plan import EvaluationError
+from tunas_search.evaluation.worklist import EvaluationError
 from tunas_search.standalone import warm_start
 from tunas_search.supernet import forms
 

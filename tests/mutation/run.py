@@ -171,7 +171,7 @@ def main() -> int:
                       metavar='PATTERN',
                       help='run (and count) only the selected mutants that '
                       'also match this fnmatch pattern, e.g. '
-                      "'tunas_search.schema.*'; repeatable")
+                      "'tunas_search.space.schema.*'; repeatable")
   args = parser.parse_args()
   select, exclude = _selection(_ROOT)
   began = time.time()

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tunas_search.config import SearchConfig
 from tunas_search.runtime import replicas
-from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.config.standalone import TrainEvalConfig
 
 tf1 = tf.compat.v1
 _COMMON = dict(model_dir='/tmp/unused', num_classes=10,

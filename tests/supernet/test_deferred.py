@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests import test_search_barrier
+from tests.search import test_model_fn_barrier as test_search_barrier
 from tests.e2e import tiny
 from tunas_search import config as config_lib
-from tunas_search import search
+from tunas_search.search import model_fn as search
 from tunas_search import supernet as supernet_lib
 from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import deferred

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tunas_search import architecture
-from tunas_search import schema
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Activation, Block, Conv, ConvTower,
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
                                 DepthwiseBottleneck, FilterMultiplier,
                                 Residual, Zero)
 from tunas_search.supernet import build_network

@@ -14,10 +14,10 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
-from tunas_search import architecture
-from tunas_search import schema
-from tunas_search import specs
-from tunas_search.schema import OneOf
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.space import specs
+from tunas_search.space.schema import OneOf
 from tunas_search.supernet import MaskedWeightDecay
 from tunas_search.supernet import build_network
 from tunas_search.supernet import forms

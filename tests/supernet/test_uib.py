@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tunas_search import architecture
-from tunas_search import schema
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Block, Conv, ConvTower, FilterMultiplier,
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Block, Conv, ConvTower, FilterMultiplier,
                                 Residual, UniversalInvertedBottleneck, Zero)
 from tunas_search.supernet import WeightUses
 from tunas_search.supernet import build_network

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tunas_search import architecture
-from tunas_search import schema
+from tunas_search.space import architecture
+from tunas_search.space import schema
 from tunas_search.supernet import build_network
 from tunas_search.supernet import forms
 from tunas_search.supernet import MaskedWeightDecay

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tunas_search import search
+from tunas_search.search import model_fn as search
 from tunas_search.config import plan as plan_lib
 from tunas_search.supernet import ops
 from tunas_search.tf_internals import dead_gradients

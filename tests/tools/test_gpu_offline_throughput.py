@@ -1,7 +1,7 @@
 """Tests of tools/gpu_offline/throughput.sh, issue 48's GPU command: its
 table of runs, the deadline that skips what cannot finish, and the JSON
 line of each run, with a stand-in for bench/throughput.py (the benchmark
-itself: tests/test_bench_throughput.py; a rehearsal of the whole command on
+itself: tests/bench/test_throughput.py; a rehearsal of the whole command on
 a CPU: tools/gpu_offline/README.md)."""
 
 import json

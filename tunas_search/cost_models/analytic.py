@@ -24,8 +24,8 @@ from typing import Any, Callable, List, Optional, Tuple
 import numpy as np
 
 from tunas_search.cost_models import base
-from tunas_search.schema import OneOf
-from tunas_search.specs import (Activation, ConvTower, Conv,
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Activation, ConvTower, Conv,
                                 DepthwiseBottleneck, DetectionEndpoint,
                                 FilterMultiplier, GlobalAveragePool, Residual,
                                 SeparableConv, UniversalInvertedBottleneck,

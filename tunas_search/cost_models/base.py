@@ -14,8 +14,8 @@ from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
-from tunas_search import architecture
-from tunas_search.schema import OneOf
+from tunas_search.space import architecture
+from tunas_search.space.schema import OneOf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ class CostModel(abc.ABC):
       The cost as a Python float, in `unit`.
 
     Raises:
-      tunas_search.architecture.ArchitectureError: if `indices` do not fit.
+      tunas_search.space.architecture.ArchitectureError: if `indices` do not fit.
       ValueError, TypeError: if the model does not apply to `spec`.
     """
     masked = architecture.with_indices(spec, indices)

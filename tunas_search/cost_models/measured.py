@@ -22,10 +22,10 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search.cost_models import analytic
 from tunas_search.cost_models import base
-from tunas_search.specs import ConvTower
+from tunas_search.space.specs import ConvTower
 
 QUANTITIES = ('madds', 'memory', 'count')
 FORMAT = 'tunas_search.latency_model.v1'

@@ -15,10 +15,10 @@ from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
-from tunas_search import schema
+from tunas_search.space import schema
 from tunas_search.cost_models import base
-from tunas_search.schema import OneOf
-from tunas_search.specs import ConvTower
+from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import ConvTower
 
 DATA_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          'tunas_pixel1_cost_models.npz')

@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tunas_search import architecture
-from tunas_search import random_search
+from tunas_search.space import architecture
+from tunas_search.search import random_search
 from tunas_search.cost_models import CostContext, CostModel
 
 SEARCHED, RANDOM, OWN_COST, EXTRA = 'searched', 'random', 'random_own_cost', 'extra'

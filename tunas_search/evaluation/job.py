@@ -23,17 +23,17 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from absl import logging
 import tensorflow as tf
 
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import config as config_lib
 from tunas_search import data
-from tunas_search import train_eval
+from tunas_search.standalone import train_eval
 from tunas_search.evaluation import candidates as candidates_lib
 from tunas_search.evaluation import one_shot
-from tunas_search.evaluation import plan as plan_lib
+from tunas_search.evaluation import worklist as plan_lib
 from tunas_search.evaluation import report
 from tunas_search.evaluation.candidates import Candidate
-from tunas_search.evaluation.config import CONFIG_FILENAME, EvaluationConfig
-from tunas_search.evaluation.plan import EvaluationError, Plan, Search
+from tunas_search.config.evaluation import CONFIG_FILENAME, EvaluationConfig
+from tunas_search.evaluation.worklist import EvaluationError, Plan, Search
 from tunas_search.runtime import progress
 from tunas_search.standalone import TrainEvalConfig
 

@@ -20,10 +20,10 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tunas_search import architecture
+from tunas_search.space import architecture
 from tunas_search import data
-from tunas_search import schema
-from tunas_search import search
+from tunas_search.space import schema
+from tunas_search.search import model_fn as search
 from tunas_search.config import SearchConfig
 from tunas_search.config.plan import StepPlan
 from tunas_search.standalone import warm_start

@@ -22,7 +22,7 @@ from tunas_search.evaluation import candidates as candidates_lib
 from tunas_search.evaluation import stats
 
 if TYPE_CHECKING:
-  from tunas_search.evaluation.plan import Plan  # pylint: disable=g-bad-import-order
+  from tunas_search.evaluation.worklist import Plan  # pylint: disable=g-bad-import-order
 
 JSON_FILENAME = 'evaluation.json'
 TEXT_FILENAME = 'evaluation.txt'

@@ -1,7 +1,7 @@
 """Stand-alone training, evaluation and warm-starting of one architecture."""
 
-from tunas_search.standalone.config import MODES
-from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.config.standalone import MODES
+from tunas_search.config.standalone import TrainEvalConfig
 from tunas_search.standalone.model_fn import make_model_fn
 from tunas_search.standalone.warm_start import SearchWeights
 from tunas_search.standalone.warm_start import WarmStartError

@@ -10,14 +10,14 @@ from typing import Any, List, Optional, Tuple
 
 import tensorflow as tf
 
-from tunas_search import architecture
-from tunas_search import schedules
+from tunas_search.space import architecture
+from tunas_search.search import schedules
 from tunas_search import supernet
 from tunas_search.data import untranspose_images
 from tunas_search.runtime import host_call as host_call_lib
 from tunas_search.runtime import replicas
 from tunas_search.standalone import warm_start
-from tunas_search.standalone.config import TrainEvalConfig
+from tunas_search.config.standalone import TrainEvalConfig
 
 tf1 = tf.compat.v1
 ModeKeys = tf.estimator.ModeKeys

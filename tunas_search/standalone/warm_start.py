@@ -12,8 +12,8 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_search import analysis
-from tunas_search import serialization
+from tunas_search.results import analysis
+from tunas_search.space import serialization
 from tunas_search import supernet
 from tunas_search.supernet import deferred
 

@@ -17,8 +17,8 @@ from typing import Any, Callable, Optional, Set
 
 import tensorflow as tf
 
-from tunas_search import specs
-from tunas_search.schema import OneOf
+from tunas_search.space import specs
+from tunas_search.space.schema import OneOf
 from tunas_search.supernet import forms
 from tunas_search.supernet import ops
 from tunas_search.supernet import widths

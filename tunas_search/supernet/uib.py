@@ -15,7 +15,7 @@ from typing import Callable
 # apart only to keep builder.py short.
 # pylint: disable=protected-access
 
-from tunas_search import specs
+from tunas_search.space import specs
 from tunas_search.supernet import builder
 from tunas_search.supernet import ops
 from tunas_search.supernet import widths

@@ -21,9 +21,9 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from tunas_search import schema
-from tunas_search import specs
-from tunas_search.schema import OneOf
+from tunas_search.space import schema
+from tunas_search.space import specs
+from tunas_search.space.schema import OneOf
 
 # How a supernet computes a searched width (see the module docstring).
 MASKED = 'masked'

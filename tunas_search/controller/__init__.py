@@ -1,0 +1,1 @@
+"""The REINFORCE controller: its policy over the choices and its Adam."""

@@ -1,0 +1,1 @@
+"""What a search leaves: its analysis, the selected architecture, reports."""

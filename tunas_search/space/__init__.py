@@ -1,0 +1,1 @@
+"""The search space: decisions, layer records, architecture strings, JSON."""
