@@ -12,7 +12,6 @@ which slices it to the sampled width in the sampled form.
 """
 
 import contextlib
-import dataclasses
 from typing import Any, Callable, Optional, Set
 
 import tensorflow as tf
@@ -20,8 +19,11 @@ import tensorflow as tf
 from tunas_search.space import specs
 from tunas_search.space.schema import OneOf
 from tunas_search.supernet import forms
+from tunas_search.supernet import layers
 from tunas_search.supernet import ops
+from tunas_search.supernet import uib
 from tunas_search.supernet import widths
+from tunas_search.supernet.layers import Built
 from tunas_search.supernet.ops import BuildContext
 from tunas_search.supernet.widths import Width
 from tunas_search.supernet.weights import MaskedWeightDecay
@@ -30,21 +32,10 @@ from tunas_search.supernet.weights import WeightUses
 from tunas_search.supernet.weights import regularization_loss  # pylint: disable=unused-import
 from tunas_search.supernet.weights import slice_to_shape  # pylint: disable=unused-import
 
-# `apply(x, scale, base)` returns `base + scale * layer(x)`; scale (a float32
-# scalar mask entry) and base are optional.
-Apply = Callable[..., tf.Tensor]
 # docs/method.md section 2: squeeze-excite squeezes to a quarter of the expanded width.
 SE_RATIO = 0.25
 # docs/method.md section 2: the classifier's kernel is initialised N(0, 0.01).
 CLASSIFIER_STDDEV = 0.01
-
-
-@dataclasses.dataclass(frozen=True)
-class Built:
-  """A built layer: `apply` (None for Zero), output width and stride."""
-  apply: Optional[Apply]
-  width: Width
-  strides: int = 1
 
 
 def _finish(y: tf.Tensor, scale: Optional[tf.Tensor],
@@ -54,122 +45,25 @@ def _finish(y: tf.Tensor, scale: Optional[tf.Tensor],
   return y if base is None else base + y
 
 
-def _in_choice(ctx: BuildContext, entry: tf.Tensor) -> BuildContext:
-  """The context of a searched choice whose mask entry is `entry`."""
-  return dataclasses.replace(ctx, in_cond=True,
-                             op_scale=ops.combine(ctx.op_scale, entry))
-
-
-def _conv_kernel(scope: str, kernel_size: int, in_width: Width,
-                 out_width: Width, ctx: BuildContext) -> tf.Tensor:
-  """A conv kernel (variable at the largest widths), registered for decay."""
-  ctx.record(scope, 'kernel')
-  kernel = widths.narrow(
-      ops.conv_kernel(scope, kernel_size, in_width.max, out_width.max),
-      (None, None, in_width, out_width))
-  if ctx.decay is not None:
-    ctx.decay.add(f'{scope}/kernel', kernel, ctx.op_scale, in_width.mask,
-                  out_width.mask)
-  return kernel
-
-
-def _depthwise_kernel(scope: str, kernel_size: int, channels: Width,
-                      ctx: BuildContext) -> tf.Tensor:
-  """A depthwise kernel, registered for weight decay (channel axis 2)."""
-  ctx.record(scope, 'kernel')
-  kernel = widths.narrow(ops.depthwise_kernel(scope, kernel_size, channels.max),
-                         (None, None, channels, None))
-  if ctx.decay is not None:
-    ctx.decay.add(f'{scope}/kernel', kernel, ctx.op_scale, channels.mask)
-  return kernel
-
-
-def _batch_norm_vars(scope: str, width: Width,
-                    ctx: BuildContext) -> ops.BatchNormVars:
-  """A BN's variables, read at `width` (see `widths.narrow`)."""
-  ctx.record(scope, 'gamma', 'beta')
-  bn = ops.batch_norm_vars(scope, width.max, ctx)
-  if width.size is None:
-    return bn
-  if bn.moving_mean is not None:
-    raise ValueError(
-        f'{scope}: stateful batch norm cannot run at a sampled width; use '
-        f'batch_norm_mode="batch" for supernets (docs/method.md section 4)')
-  return ops.BatchNormVars(widths.narrow(bn.gamma, (width,)),
-                           widths.narrow(bn.beta, (width,)))
-
-
-def _bias(scope: str, width: Width, ctx: BuildContext) -> tf.Tensor:
-  """A zero-initialised bias, read at `width`."""
-  ctx.record(scope, 'bias')
-  return widths.narrow(ops.bias(scope, width.max), (width,))
-
-
-def _choose(value: Any, path: str, make: Callable, ctx: BuildContext,
-            zeros_fn: Callable[[tf.Tensor], tf.Tensor]) -> Callable:
-  """An apply function `x -> y` for a field that may be a decision.
-
-  Args:
-    value: a plain choice or a OneOf of them (kernel size, squeeze-excite).
-    path: spec path of `value`.
-    make: `make(choice, ctx)` creates the choice's variables and returns
-      `fn(x, coef)` computing the choice's output times coef (coef may be None).
-    ctx: build settings.
-    zeros_fn: output when no choice is active, given x.
-
-  Returns:
-    `fn(x)`: the selected choice, or the mask-weighted sum of searched ones.
-  """
-  if isinstance(value, OneOf):
-    index = widths.selected_index(value, path)
-    if index is None:
-      entries = widths.mask_entries(value)
-      fns = [make(c, _in_choice(ctx, e))
-             for c, e in zip(value.choices, entries)]
-      branches = list(zip(entries, fns))
-      return lambda x: ops.switch(x, branches, None, zeros_fn,
-                                  not ctx.dead_branches)
-    value = value.choices[index]
-  fn = make(value, ctx)
-  return lambda x: fn(x, None)
-
-
-def _depthwise_choice(path: str, channels: Width, strides: int,
-                      act: str) -> Callable:
-  """`make` for a kernel-size choice: depthwise k x k -> BN -> activation.
-
-  Each kernel size has its own kernel and BN (docs/method.md section 4):
-  `path/depthwise_k{k}/kernel` and `path/depthwise_bn_k{k}/*`.
-  """
-  def make(k: int, ctx: BuildContext):
-    kernel = _depthwise_kernel(f'{path}/depthwise_k{k}', k, channels, ctx)
-    bn = _batch_norm_vars(f'{path}/depthwise_bn_k{k}', channels, ctx)
-    def fn(x, coef):
-      y = ops.depthwise_conv2d(x, kernel, strides)
-      return ops.bn_activation(y, bn, ctx, act, channels.mask, coef)
-    return fn
-  return make
-
-
 def _build_conv(layer: specs.Conv, path: str, in_width: Width,
                 out_width: Width, ctx: BuildContext) -> Built:
   """k x k conv -> BN, or conv + bias; one kernel (and BN) per kernel size."""
   def make(k: int, sub_ctx: BuildContext):
-    kernel = _conv_kernel(f'{path}/conv_k{k}', k, in_width, out_width,
-                          sub_ctx)
+    kernel = layers.conv_kernel(f'{path}/conv_k{k}', k, in_width, out_width,
+                                sub_ctx)
     if layer.use_batch_norm:
-      bn = _batch_norm_vars(f'{path}/bn_k{k}', out_width, sub_ctx)
+      bn = layers.batch_norm_vars(f'{path}/bn_k{k}', out_width, sub_ctx)
       return lambda x, coef: ops.batch_norm(
           ops.conv2d(x, kernel, layer.strides), bn, sub_ctx,
           ops.combine(out_width.mask, coef))
-    b = _bias(f'{path}/conv_k{k}', out_width, sub_ctx)
+    b = layers.bias(f'{path}/conv_k{k}', out_width, sub_ctx)
     return lambda x, coef: ops.scaled(
         ops.conv2d(x, kernel, layer.strides) + tf.cast(b, x.dtype),
         ops.combine(out_width.mask, coef))
 
-  conv = _choose(layer.kernel_size, f'{path}/kernel_size', make, ctx,
-                 lambda x: ops.zeros_like_output(x, layer.strides,
-                                                 out_width.channels))
+  conv = layers.choose(layer.kernel_size, f'{path}/kernel_size', make, ctx,
+                       lambda x: ops.zeros_like_output(x, layer.strides,
+                                                       out_width.channels))
   return Built(lambda x, scale=None, base=None: _finish(conv(x), scale, base),
                out_width, layer.strides)
 
@@ -177,12 +71,13 @@ def _build_conv(layer: specs.Conv, path: str, in_width: Width,
 def _build_separable(layer: specs.SeparableConv, path: str, in_width: Width,
                      out_width: Width, ctx: BuildContext) -> Built:
   """Depthwise -> BN -> act -> 1x1 `project` -> `project_bn` (docs/method.md section 2)."""
-  depthwise = _choose(
+  depthwise = layers.choose(
       layer.kernel_size, f'{path}/kernel_size',
-      _depthwise_choice(path, in_width, layer.strides, layer.activation), ctx,
+      layers.depthwise_choice(path, in_width, layer.strides,
+                              layer.activation), ctx,
       lambda x: ops.zeros_like_output(x, layer.strides, in_width.channels))
-  project = _conv_kernel(f'{path}/project', 1, in_width, out_width, ctx)
-  project_bn = _batch_norm_vars(f'{path}/project_bn', out_width, ctx)
+  project = layers.conv_kernel(f'{path}/project', 1, in_width, out_width, ctx)
+  project_bn = layers.batch_norm_vars(f'{path}/project_bn', out_width, ctx)
 
   def apply(x, scale=None, base=None):
     y = ops.conv2d(depthwise(x), project)
@@ -200,10 +95,10 @@ def _squeeze_excite_choice(path: str, expanded: Width,
   def make(enabled: bool, ctx: BuildContext):
     if not enabled:
       return ops.scaled
-    reduce_k = _conv_kernel(f'{path}/se/reduce', 1, expanded, hidden, ctx)
-    reduce_b = _bias(f'{path}/se/reduce', hidden, ctx)
-    expand_k = _conv_kernel(f'{path}/se/expand', 1, hidden, expanded, ctx)
-    expand_b = _bias(f'{path}/se/expand', expanded, ctx)
+    reduce_k = layers.conv_kernel(f'{path}/se/reduce', 1, expanded, hidden, ctx)
+    reduce_b = layers.bias(f'{path}/se/reduce', hidden, ctx)
+    expand_k = layers.conv_kernel(f'{path}/se/expand', 1, hidden, expanded, ctx)
+    expand_b = layers.bias(f'{path}/se/expand', expanded, ctx)
 
     def fn(x, coef):
       pooled = tf.reduce_mean(x, axis=[1, 2], keepdims=True)
@@ -226,17 +121,18 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
                                    ctx.filters_base,
                                    f'{path}/expansion_filters',
                                    ctx.sampled_widths)
-  expand = _conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
-  expand_bn = _batch_norm_vars(f'{path}/expand_bn', expanded, ctx)
-  depthwise = _choose(
+  expand = layers.conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
+  expand_bn = layers.batch_norm_vars(f'{path}/expand_bn', expanded, ctx)
+  depthwise = layers.choose(
       layer.kernel_size, f'{path}/kernel_size',
-      _depthwise_choice(path, expanded, layer.strides, layer.activation), ctx,
+      layers.depthwise_choice(path, expanded, layer.strides,
+                              layer.activation), ctx,
       lambda x: ops.zeros_like_output(x, layer.strides, expanded.channels))
-  squeeze_excite = _choose(
+  squeeze_excite = layers.choose(
       layer.use_squeeze_and_excite, f'{path}/use_squeeze_and_excite',
       _squeeze_excite_choice(path, expanded, layer), ctx, tf.zeros_like)
-  project = _conv_kernel(f'{path}/project', 1, expanded, out_width, ctx)
-  project_bn = _batch_norm_vars(f'{path}/project_bn', out_width, ctx)
+  project = layers.conv_kernel(f'{path}/project', 1, expanded, out_width, ctx)
+  project_bn = layers.batch_norm_vars(f'{path}/project_bn', out_width, ctx)
 
   def apply(x, scale=None, base=None):
     h = ops.bn_activation(ops.conv2d(x, expand), expand_bn, ctx,
@@ -247,14 +143,6 @@ def _build_bottleneck(layer: specs.DepthwiseBottleneck, path: str,
                        ops.combine(out_width.mask, scale))
     return y if base is None else base + y
   return Built(apply, out_width, layer.strides)
-
-
-def _build_uib(layer: specs.UniversalInvertedBottleneck, path: str,
-               in_width: Width, out_width: Width, ctx: BuildContext) -> Built:
-  """MobileNetV4's UIB (`uib.build_uib`)."""
-  # Imported here: uib.py builds on this module's helpers.
-  from tunas_search.supernet import uib  # pylint: disable=g-import-not-at-top
-  return uib.build_uib(layer, path, in_width, out_width, ctx)
 
 
 def _build_activation(layer: specs.Activation, path: str, in_width: Width,
@@ -311,7 +199,7 @@ def _build_oneof(oneof: OneOf, path: str, in_width: Width, out_width: Width,
                        in_width, out_width, ctx)
   entries = widths.mask_entries(oneof)
   built = [build_layer(c, f'{path}/choices/{i}', in_width, out_width,
-                       _in_choice(ctx, e))
+                       layers.in_choice(ctx, e))
            for i, (c, e) in enumerate(zip(oneof.choices, entries))]
   real = [(m, b) for m, b in zip(entries, built) if b.apply is not None]
   if not real:
@@ -337,7 +225,7 @@ _BUILDERS = {
     specs.Conv: _build_conv,
     specs.SeparableConv: _build_separable,
     specs.DepthwiseBottleneck: _build_bottleneck,
-    specs.UniversalInvertedBottleneck: _build_uib,
+    specs.UniversalInvertedBottleneck: uib.build_uib,
     specs.Activation: _build_activation,
     specs.Residual: _build_residual,
     specs.Zero: _build_zero,

@@ -11,12 +11,8 @@ what the sampled block costs.
 
 from typing import Callable
 
-# The builder's layer helpers are shared with this layer of it, which lives
-# apart only to keep builder.py short.
-# pylint: disable=protected-access
-
 from tunas_search.space import specs
-from tunas_search.supernet import builder
+from tunas_search.supernet import layers
 from tunas_search.supernet import ops
 from tunas_search.supernet import widths
 from tunas_search.supernet.ops import BuildContext
@@ -34,10 +30,10 @@ def _start_choice(path: str, channels: Width) -> Callable:
   def make(k: int, ctx: BuildContext):
     if k == specs.NO_DEPTHWISE:
       return _identity
-    kernel = builder._depthwise_kernel(f'{path}/start_depthwise_k{k}', k,
-                                       channels, ctx)
-    bn = builder._batch_norm_vars(f'{path}/start_depthwise_bn_k{k}',
-                                  channels, ctx)
+    kernel = layers.depthwise_kernel(f'{path}/start_depthwise_k{k}', k,
+                                     channels, ctx)
+    bn = layers.batch_norm_vars(f'{path}/start_depthwise_bn_k{k}',
+                                channels, ctx)
     def fn(x, coef):
       return ops.batch_norm(ops.depthwise_conv2d(x, kernel), bn, ctx,
                             ops.combine(channels.mask, coef))
@@ -49,7 +45,7 @@ def _middle_choice(path: str, channels: Width, strides: int,
                    act: str) -> Callable:
   """`make` for the middle kernel: the inverted bottleneck's depthwise conv
   (`path/depthwise_k{k}`, as `DepthwiseBottleneck`'s), or the identity."""
-  depthwise = builder._depthwise_choice(path, channels, strides, act)
+  depthwise = layers.depthwise_choice(path, channels, strides, act)
 
   def make(k: int, ctx: BuildContext):
     # specs.UniversalInvertedBottleneck refuses a strided block without one.
@@ -59,25 +55,25 @@ def _middle_choice(path: str, channels: Width, strides: int,
 
 def build_uib(layer: specs.UniversalInvertedBottleneck, path: str,
               in_width: Width, out_width: Width,
-              ctx: BuildContext) -> builder.Built:
+              ctx: BuildContext) -> layers.Built:
   """A UIB; its 1x1 convs and their BNs shared by every kernel choice."""
   expanded = widths.expanded_width(in_width, layer.expansion_filters,
                                    ctx.filters_base,
                                    f'{path}/expansion_filters',
                                    ctx.sampled_widths)
-  start = builder._choose(
+  start = layers.choose(
       layer.start_kernel_size, f'{path}/start_kernel_size',
       _start_choice(path, in_width), ctx,
       lambda x: ops.zeros_like_output(x, 1, in_width.channels))
-  expand = builder._conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
-  expand_bn = builder._batch_norm_vars(f'{path}/expand_bn', expanded, ctx)
-  middle = builder._choose(
+  expand = layers.conv_kernel(f'{path}/expand', 1, in_width, expanded, ctx)
+  expand_bn = layers.batch_norm_vars(f'{path}/expand_bn', expanded, ctx)
+  middle = layers.choose(
       layer.middle_kernel_size, f'{path}/middle_kernel_size',
       _middle_choice(path, expanded, layer.strides, layer.activation), ctx,
       lambda x: ops.zeros_like_output(x, layer.strides, expanded.channels))
-  project = builder._conv_kernel(f'{path}/project', 1, expanded, out_width,
-                                 ctx)
-  project_bn = builder._batch_norm_vars(f'{path}/project_bn', out_width, ctx)
+  project = layers.conv_kernel(f'{path}/project', 1, expanded, out_width,
+                               ctx)
+  project_bn = layers.batch_norm_vars(f'{path}/project_bn', out_width, ctx)
 
   def apply(x, scale=None, base=None):
     h = ops.bn_activation(ops.conv2d(start(x), expand), expand_bn, ctx,
@@ -86,4 +82,4 @@ def build_uib(layer: specs.UniversalInvertedBottleneck, path: str,
     y = ops.batch_norm(ops.conv2d(middle(h), project), project_bn, ctx,
                        ops.combine(out_width.mask, scale))
     return y if base is None else base + y
-  return builder.Built(apply, out_width, layer.strides)
+  return layers.Built(apply, out_width, layer.strides)
