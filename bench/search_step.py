@@ -165,7 +165,7 @@ def _batch(config: SearchConfig, rng):
           {'train_labels': labels(b), 'validation_labels': labels(v)})
 
 
-def _session(graph: tf.Graph, search_graph: bool = True) -> tf1.Session:
+def session_for(graph: tf.Graph, search_graph: bool = True) -> tf1.Session:
   """A session configured as a search's (or stand-alone training's) is."""
   return tf1.Session(graph=graph, config=estimators.session_config(
       has_gpu=bool(tf.config.list_physical_devices('GPU')),
@@ -199,7 +199,7 @@ def trace(session, fetch, path: str, top: int = 5):
   return trace_summary.summarize(meta, top)
 
 
-def _pin_controller(decisions, indices):
+def pin_controller(decisions, indices):
   """Assign ops that make the controller sample `indices` with certainty."""
   peaked = [np.eye(d.num_choices)[indices[d.index]] * _PEAK
             for d in decisions]
@@ -244,8 +244,8 @@ def search_step(config, spec, indices, rng, overlap: bool = True):
     model_fn = search.make_model_fn(config, _plan(config), spec)
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
-    pin = _pin_controller(schema.decisions(spec), indices)
-    session = _session(graph)
+    pin = pin_controller(schema.decisions(spec), indices)
+    session = session_for(graph)
     session.run(tf1.global_variables_initializer())
     session.run(pin)
   return session, [est_spec.train_op, packed]
@@ -282,7 +282,7 @@ def overhead_only(config, spec, rng):
     scalars = search.logit_summaries(decisions, logits)
     scalars.update({'reward': terms.reward, 'cost': cost})
     _, packed = host_call.pack_summaries(scalars)
-    session = _session(graph)
+    session = session_for(graph)
     session.run(tf1.global_variables_initializer())
   return session, [train, packed]
 
@@ -307,7 +307,7 @@ def new_architectures(search, spec, seeds, steps: int):
   """
   session, fetch = search
   with session.graph.as_default():
-    pins = [_pin_controller(schema.decisions(spec), list(
+    pins = [pin_controller(schema.decisions(spec), list(
         architecture.random_indices(spec, np.random.default_rng(seed))))
             for seed in seeds]
 
@@ -338,7 +338,7 @@ def supernet_update(search_session):
     update = tf1.train.RMSPropOptimizer(
         0.01, decay=0.9, momentum=0.9, epsilon=1.0).apply_gradients(
             zip(gradients, variables))
-    session = _session(graph)
+    session = session_for(graph)
     session.run(tf1.global_variables_initializer())
   return session, update
 
@@ -368,7 +368,7 @@ def parts(config, spec, indices, rng, widest: bool):
                                        epsilon=1.0).minimize(loss)
     inference = supernet.build_network(
         fixed, features['validation_images'], config.num_classes, form)
-    session = _session(graph, search_graph=False)
+    session = session_for(graph, search_graph=False)
     session.run(tf1.global_variables_initializer())
   return session, train, inference
 

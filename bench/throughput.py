@@ -227,7 +227,7 @@ def _synthetic_batch(config: SearchConfig, seed: int):
 
 
 def _initialised(graph: tf.Graph) -> tf1.Session:
-  session = search_step._session(graph)  # pylint: disable=protected-access
+  session = search_step.session_for(graph)
   with graph.as_default():
     session.run([tf1.global_variables_initializer(),
                  tf1.local_variables_initializer()])
@@ -245,8 +245,7 @@ def search_side(config: SearchConfig, spec, indices, has_gpu: bool):
     est = search.make_model_fn(config, plan, spec)(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est.host_call[1]
-    pin = search_step._pin_controller(  # pylint: disable=protected-access
-        schema.decisions(spec), indices)
+    pin = search_step.pin_controller(schema.decisions(spec), indices)
   session = _initialised(graph)
   session.run(pin)
   return session, [est.train_op, packed], plan

@@ -89,9 +89,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
       config.output_dir, result,
       f'{config.search_space} {config.image_size}px, {config.threads} '
       f'thread(s), {config.statistic}: MAPE {report["mape_percent"]:.1f}%')
+  from tunas_search.runtime import progress  # pylint: disable=g-import-not-at-top
   total = sum(m.seconds for m in measurements)
   logging.info('%d measurements took %s of measuring in all',
-               len(measurements), calibration._format_seconds(total))  # pylint: disable=protected-access
+               len(measurements), progress.format_seconds(total))
   print(calibration.format_report(report, config.statistic))
   print(f'latency model: {path}' + (f'\nplot: {plot}' if plot else ''))
 

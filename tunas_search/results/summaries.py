@@ -56,7 +56,7 @@ def _record_name(record: Any) -> str:
   if schema.decisions(record):
     return _RECORD_KINDS.get(type(record), type(record).__name__.lower())
   try:
-    return architecture._layer_token(record)  # pylint: disable=protected-access
+    return architecture.layer_token(record)
   except architecture.ArchitectureError:
     return type(record).__name__.lower()
 

@@ -229,14 +229,14 @@ def _fmt_number(x: float) -> str:
   return f'{x:g}'
 
 
-def _layer_token(layer: Any) -> str:
+def layer_token(layer: Any) -> str:
   """Encodes one pruned layer (no OneOf inside)."""
   if isinstance(layer, schema.OneOf):
     raise ArchitectureError('block strings need a pruned spec (no OneOf); '
                             'call architecture.prune first')
   stride = lambda s: f'_s{s}' if s != 1 else ''
   if isinstance(layer, specs.Residual):
-    return '+' + _layer_token(layer.layer)
+    return '+' + layer_token(layer.layer)
   if isinstance(layer, specs.Zero):
     return 'skip'
   if isinstance(layer, specs.GlobalAveragePool):
@@ -279,7 +279,7 @@ def block_string(tower: specs.ConvTower) -> str:
     if not isinstance(block.filters, int):
       raise ArchitectureError('block strings need a pruned spec (no OneOf); '
                               'call architecture.prune first')
-    layers = _LAYER_SEP.join(_layer_token(l) for l in block.layers)
+    layers = _LAYER_SEP.join(layer_token(l) for l in block.layers)
     blocks.append(f'{block.filters}: {layers}')
   prefix = f'base{tower.filters_base}; ' if tower.filters_base != 8 else ''
   return prefix + _BLOCK_SEP.join(blocks)
