@@ -13,16 +13,18 @@ import json
 from typing import Any, Dict, Optional, Tuple
 
 from tunas_search import config as config_lib
-from tunas_search.search import random_search
-from tunas_search.results import selection
 from tunas_search.config import ConfigError
 from tunas_search.config import option
+from tunas_search.config import validation
+from tunas_search.config.fields import same_option
+from tunas_search.config.fields import TrainingFields
+from tunas_search.config.standalone import TrainEvalConfig
 
 CONFIG_FILENAME = 'config.json'
-# The rules of `selection`, and `both`: the argmax and the in-window choice
+# The rules of results/selection.py, and `both`: the argmax and the in-window choice
 # of every search, each a candidate (one if they coincide).
 BOTH = 'both'
-FINAL_ARCHITECTURES = selection.RULES + (BOTH,)
+FINAL_ARCHITECTURES = validation.SELECTION_RULES + (BOTH,)
 # May differ between runs on one output dir: where things are, how the work
 # is split and run, and what only the report reads.
 RUNTIME_FIELDS = frozenset({
@@ -45,7 +47,7 @@ class EvaluationConfig:
   extra_architectures: Tuple[str, ...] = ()
   # Candidates.
   final_architecture: str = option(
-      selection.AUTO, "Which architecture of each search to evaluate: "
+      validation.AUTO, "Which architecture of each search to evaluate: "
       "argmax (TuNAS), in_window (the controller's most probable sampled "
       'architecture in the cost window), auto (argmax when it lies in the '
       'window, else in_window) or both (argmax and in_window).',
@@ -56,7 +58,7 @@ class EvaluationConfig:
       4, "Random architectures in a window around a searched architecture's "
       'own cost, for each search whose architecture misses the target window.')
   relative_window: float = option(
-      selection.RELATIVE_WINDOW, 'Half-width of every cost window, relative '
+      validation.RELATIVE_WINDOW, 'Half-width of every cost window, relative '
       '(0.012: 83-85 ms around 84 ms, as TuNAS).')
   min_cost: Optional[float] = option(
       None, "Lower end of the target's cost window, instead of the relative "
@@ -65,11 +67,11 @@ class EvaluationConfig:
       None, "Upper end of the target's cost window (with --min_cost).")
   seed: int = option(0, 'Seed of the random candidates and of the '
                      'trainings.')
-  max_attempts: int = option(random_search.DEFAULT_MAX_ATTEMPTS,
+  max_attempts: int = option(validation.MAX_RANDOM_ATTEMPTS,
                              'Give up on a cost window after this many '
                              'random draws.')
   selection_samples: int = option(
-      selection.NUM_SAMPLES, 'Architectures sampled from each controller to '
+      validation.SELECTION_SAMPLES, 'Architectures sampled from each controller to '
       'measure how settled it is (and for in_window).')
   # One-shot scoring.
   one_shot_batch_size: Optional[int] = option(
@@ -81,27 +83,36 @@ class EvaluationConfig:
   # Stand-alone training: one recipe for every candidate.
   seeds: int = option(2, 'Stand-alone trainings per candidate, each with its '
                       'own seed.')
-  train_batch_size: int = option(4096, 'Stand-alone training batch size.')
+  # Its defaults are stand-alone training's (TrainingFields, TrainEvalConfig).
+  train_batch_size: int = same_option(TrainingFields, 'train_batch_size',
+                                      'Stand-alone training batch size.')
   train_steps: Optional[int] = option(None, 'Stand-alone training steps; '
                                       'overrides --epochs.')
-  epochs: float = option(90.0, 'Stand-alone training epochs over the '
-                         "search's training split.")
-  model_learning_rate: float = option(0.165, 'Stand-alone RMSProp learning '
-                                      'rate per 256 images.')
-  eval_batch_size: int = option(1000, 'Evaluation batch size.')
-  use_bfloat16: bool = option(False, 'Train stand-alone in bfloat16.')
+  epochs: float = same_option(TrainingFields, 'epochs', 'Stand-alone training '
+                              "epochs over the search's training split.")
+  model_learning_rate: float = same_option(
+      TrainingFields, 'model_learning_rate', 'Stand-alone RMSProp learning '
+      'rate per 256 images.')
+  eval_batch_size: int = same_option(TrainEvalConfig, 'eval_batch_size',
+                                     'Evaluation batch size.')
+  use_bfloat16: bool = same_option(TrainingFields, 'use_bfloat16',
+                                   'Train stand-alone in bfloat16.')
   # Report.
   bootstrap_resamples: int = option(2000, 'Bootstrap resamples of every rank '
                                     'correlation interval.')
-  # Execution.
-  data_dir: Optional[str] = option(None, "The dataset's data directory "
-                                   "(default: the searches').")
-  use_tpu: bool = option(False, 'Train on Cloud TPU (needs --tpu).')
-  tpu: Optional[str] = option(None, 'Cloud TPU name or grpc:// address.')
-  tpu_zone: Optional[str] = option(None, 'Cloud TPU zone.')
-  gcp_project: Optional[str] = option(None, 'Google Cloud project.')
-  num_replicas: int = option(1, 'TPU cores a training runs on.')
-  tpu_iterations_per_loop: int = option(100, 'Steps per host loop.')
+  # Execution, as every training job's (TrainingFields).
+  data_dir: Optional[str] = same_option(
+      TrainingFields, 'data_dir', "The dataset's data directory (default: the "
+      "searches').")
+  use_tpu: bool = same_option(TrainingFields, 'use_tpu',
+                              'Train on Cloud TPU (needs --tpu).')
+  tpu: Optional[str] = same_option(TrainingFields, 'tpu')
+  tpu_zone: Optional[str] = same_option(TrainingFields, 'tpu_zone')
+  gcp_project: Optional[str] = same_option(TrainingFields, 'gcp_project')
+  num_replicas: int = same_option(TrainingFields, 'num_replicas',
+                                  'TPU cores a training runs on.')
+  tpu_iterations_per_loop: int = same_option(
+      TrainingFields, 'tpu_iterations_per_loop', 'Steps per host loop.')
   shard_index: int = 0
   num_shards: int = 1
   report_only: bool = option(False, 'Only write the report of what is done '

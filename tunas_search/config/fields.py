@@ -75,6 +75,27 @@ def option(default: Any, help_text: str,
   return dataclasses.field(default=default, metadata=metadata)
 
 
+def same_option(config_class: type, name: str,
+                help_text: Optional[str] = None) -> Any:
+  """Another job's field of the same meaning: `config_class`'s default, once.
+
+  For a field one job shares with another, e.g. the evaluation's stand-alone
+  recipe and execution fields (config/evaluation.py), which are training's.
+
+  Args:
+    config_class: the config dataclass that defines the field.
+    name: the field's name there.
+    help_text: the help where it says more than `config_class`'s (the field's
+      role in this job); `config_class`'s help if None.
+
+  Returns:
+    An `option` with `config_class`'s default, choices and help_text.
+  """
+  field = {f.name: f for f in dataclasses.fields(config_class)}[name]
+  return option(field.default, help_text or field.metadata[HELP],
+                field.metadata.get(CHOICES))
+
+
 class JobConfigMixin:
   """Derived values and persistence shared by the search and train/eval configs.
 

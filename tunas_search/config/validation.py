@@ -49,6 +49,24 @@ CONTROLLER_PLACEMENTS = ('auto', 'host', 'default')
 # are the same either way, so it may change on resume where the run's
 # shared-weight update allows (RUNTIME_FIELDS, config/plan.py).
 STEP_BUILDS = ('auto', 'graph', 'xla')
+# What a search returns (results/selection.py): TuNAS's argmax, the
+# controller's most probable sampled architecture in the cost window, or
+# 'auto' (the argmax when it lies in the window, else in_window).
+ARGMAX, IN_WINDOW, AUTO = 'argmax', 'in_window', 'auto'
+SELECTION_RULES = (AUTO, ARGMAX, IN_WINDOW)
+# TuNAS's random-search window: 83-85 ms around the 84 ms target
+# (docs/method.md section 7), i.e. +-1.2% of the target.
+RELATIVE_WINDOW = 0.012
+# Architectures drawn from the controller (each distinct one costs a
+# cost-model call, ~6-30 ms for the Pixel-1 model of a ProxylessNAS space):
+# enough for their mean cost to about a millisecond (their spread is ~10 ms
+# early in a search) and for in_window to find a dozen of them at the 5-10%
+# that land in the window then.
+SELECTION_SAMPLES = 200
+# Random draws before the random search (search/random_search.py) gives up on
+# a cost window: about two minutes of draws for the ProxylessNAS spaces (~6 ms
+# per cost).
+MAX_RANDOM_ATTEMPTS = 20000
 
 
 class ConfigError(ValueError):

@@ -27,22 +27,18 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tunas_search.space import architecture
 from tunas_search import cost_models
-from tunas_search.space import schema
+from tunas_search.config import validation as config_rules
 from tunas_search.cost_models import CostContext, CostModel
+from tunas_search.space import architecture
+from tunas_search.space import schema
 
-ARGMAX, IN_WINDOW, AUTO = 'argmax', 'in_window', 'auto'
-RULES = (AUTO, ARGMAX, IN_WINDOW)
-# TuNAS's random-search window: 83-85 ms around the 84 ms target
-# (docs/method.md section 7), i.e. +-1.2% of the target.
-RELATIVE_WINDOW = 0.012
-# Architectures drawn from the controller (each distinct one costs a
-# cost-model call, ~6-30 ms for the Pixel-1 model of a ProxylessNAS space):
-# enough for their mean cost to about a millisecond (their spread is ~10 ms
-# early in a search) and for in_window to find a dozen of them at the 5-10%
-# that land in the window then.
-NUM_SAMPLES = 200
+# The rules and their defaults are config choices (config/validation.py).
+ARGMAX, IN_WINDOW, AUTO = (config_rules.ARGMAX, config_rules.IN_WINDOW,
+                           config_rules.AUTO)
+RULES = config_rules.SELECTION_RULES
+RELATIVE_WINDOW = config_rules.RELATIVE_WINDOW
+NUM_SAMPLES = config_rules.SELECTION_SAMPLES
 # A decision whose largest probability reaches this counts as settled.
 SETTLED_PROBABILITY = 0.9
 

@@ -16,12 +16,12 @@ import numpy as np
 
 from tunas_search.space import architecture
 from tunas_search import config as config_lib
+from tunas_search.config import validation as config_rules
 from tunas_search.space import schema
 from tunas_search.space import specs
 from tunas_search.cost_models import CostContext, CostModel
 
-# About two minutes of draws for the ProxylessNAS spaces (~6 ms per cost).
-DEFAULT_MAX_ATTEMPTS = 20000
+DEFAULT_MAX_ATTEMPTS = config_rules.MAX_RANDOM_ATTEMPTS
 _LOG_EVERY_ATTEMPTS = 2000
 
 
