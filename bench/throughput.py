@@ -80,7 +80,7 @@ from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.search import model_fn as search
 from tunas_search import supernet
-from tunas_search.runtime import xla_flags
+from tunas_search.runtime import xla as runtime_xla
 from tunas_search.config import ConfigError, SearchConfig
 from tunas_search.config import plan as plan_lib
 from tunas_search.tf_internals import xla
@@ -461,7 +461,7 @@ def main():
   args, variants = parse_args()
   has_gpu = bool(tf.config.list_physical_devices('GPU'))
   if not has_gpu and any(v.build == 'xla' for v in variants):
-    xla_flags.use_cpu_compile_options()  # Before the first XLA compile.
+    runtime_xla.use_cpu_compile_options()  # Before the first XLA compile.
   spec = search_spaces.get(args.search_space).spec()
   indices = list(architecture.random_indices(
       spec, np.random.default_rng(args.arch_seed)))

@@ -6,7 +6,7 @@
 
 Each search space runs in its own subprocess, which builds the real search
 model_fn inside `xla.compile` (the way TPU compilation wraps it) and runs the
-compiled step twice, with tunas_search.runtime.xla_flags' CPU compile options unless
+compiled step twice, with tunas_search.runtime.xla' CPU compile options unless
 --plain_llvm (XLA_FLAGS, as used, is in the output).
 
 Top-level keys: benchmark ('xla_compile'), image_size, train_batch_size,
@@ -148,7 +148,7 @@ def main():
   parser.add_argument('--max_blocks', type=int, default=0,
                       help='keep only the first N blocks (and the head)')
   parser.add_argument('--plain_llvm', action='store_true',
-                      help='compile without tunas_search.runtime.xla_flags\' CPU '
+                      help='compile without tunas_search.runtime.xla\' CPU '
                       'options (LLVM inlines every conditional branch)')
   parser.add_argument('--timeout_s', type=int, default=1800)
   parser.add_argument('--child', action='store_true', help=argparse.SUPPRESS)
@@ -157,9 +157,9 @@ def main():
     print(json.dumps(_child(args)))
     return
   import search_spaces  # pylint: disable=g-import-not-at-top
-  from tunas_search.runtime import xla_flags  # pylint: disable=g-import-not-at-top
+  from tunas_search.runtime import xla as runtime_xla  # pylint: disable=g-import-not-at-top
   if not args.plain_llvm:  # The children inherit it.
-    xla_flags.use_cpu_compile_options()
+    runtime_xla.use_cpu_compile_options()
   names = (args.search_spaces.split(',') if args.search_spaces
            else search_spaces.search_space_names())
   print(json.dumps({

@@ -12,5 +12,5 @@ if _ROOT not in sys.path:
 
 # XLA compiles of the search step on CPU (tests/e2e/test_xla.py) take
 # minutes less with these; XLA reads them once, before its first compile.
-from tunas_search.runtime import xla_flags  # pylint: disable=g-import-not-at-top,wrong-import-position
-xla_flags.use_cpu_compile_options()
+from tunas_search.runtime import xla  # pylint: disable=g-import-not-at-top,wrong-import-position
+xla.use_cpu_compile_options()

@@ -23,7 +23,7 @@ import search_spaces
 from tunas_search.space import architecture
 from tunas_search import cost_models
 from tunas_search.search import model_fn as search
-from tunas_search.runtime import xla_flags
+from tunas_search.runtime import xla as runtime_xla
 from tunas_search.config import SearchConfig
 from tunas_search.config import plan as plan_lib
 from tunas_search.runtime import progress
@@ -189,7 +189,7 @@ def test_a_search_with_step_build_xla_compiles_its_step_and_runs(
   assert plan['shared_update'] == 'every_step'  # What `auto` is under XLA.
   assert progress.latest_step(str(tmp_path)) == 3
   if not tf.config.list_physical_devices('GPU'):
-    assert os.environ['XLA_FLAGS'] == xla_flags.with_cpu_compile_options('')
+    assert os.environ['XLA_FLAGS'] == runtime_xla.with_cpu_compile_options('')
   assert len(steps) == 3 and len({str(s['indices']) for s in steps}) > 1
   model = cost_models.get(config.cost_model)
   context = cost_models.context_for(config)

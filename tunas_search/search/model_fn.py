@@ -39,10 +39,10 @@ from tunas_search import supernet
 from tunas_search.config import SearchConfig
 from tunas_search.config.plan import StepPlan
 from tunas_search.data import untranspose_images
-from tunas_search.runtime import compiled
 from tunas_search.runtime import host_call as host_call_lib
 from tunas_search.runtime import placement
 from tunas_search.runtime import replicas
+from tunas_search.runtime import xla
 from tunas_search.supernet import forms
 
 tf1 = tf.compat.v1
@@ -417,7 +417,7 @@ def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
     if mode != tf.estimator.ModeKeys.TRAIN:
       raise ValueError(f'a search only trains; got mode {mode!r}')
     if plan.compiled_by_model_fn:  # step_build=xla off TPU.
-      return compiled.compiled_spec(
+      return xla.compiled_spec(
           step_fn, features, labels, mode,
           collections=(SAMPLED_INDICES, REPLICA_REWARD, STEP_BASELINE))
     return step_fn(features, labels, mode)

@@ -19,11 +19,11 @@ from tunas_search.search import model_fn as search
 from tunas_search.results import selection
 from tunas_search.space import serialization
 from tunas_search.results import summaries
-from tunas_search.runtime import xla_flags
 from tunas_search.config import plan as plan_lib
 from tunas_search.config import SearchConfig
 from tunas_search.runtime import estimators
 from tunas_search.runtime import progress as progress_lib
+from tunas_search.runtime import xla
 
 tf1 = tf.compat.v1
 
@@ -156,7 +156,7 @@ def _train(config: SearchConfig, plan: plan_lib.StepPlan,
       # XLA's CPU backend compiles a full space's step in minutes only with
       # these LLVM options (docs/xla.md); a GPU's kernels need its inlining.
       # Read at the process's first XLA compile, which is still to come.
-      xla_flags.use_cpu_compile_options()
+      xla.use_cpu_compile_options()
   chief = mirrored is None or mirrored.is_chief
   # The saver runs first, so a checkpoint due at a step is written before
   # any later hook can stop the run. Only the chief writes the model dir.

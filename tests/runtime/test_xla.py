@@ -1,4 +1,4 @@
-"""`compiled.compiled_spec`: a model_fn's step compiled as one XLA computation.
+"""`xla.compiled_spec`: a model_fn's step compiled as one XLA computation.
 
 A toy step with what a search step hands the session (a loss, a train op
 that moves a variable, a host_call and a collected tensor): compiled, it
@@ -9,7 +9,7 @@ tests/e2e/test_xla.py runs a whole search compiled this way.
 import numpy as np
 import tensorflow as tf
 
-from tunas_search.runtime import compiled
+from tunas_search.runtime import xla
 
 tf1 = tf.compat.v1
 KEY = 'tests/compiled/collected'
@@ -38,7 +38,7 @@ def _runs(compile_step: bool, steps: int = 2):
     features = {'x': tf.constant([0.5, -1.0])}
     labels = {'y': tf.constant(3.0)}
     tf1.add_to_collection(KEY, tf.constant(-1.0))  # Not the step's: kept.
-    spec = (compiled.compiled_spec(_step_fn, features, labels, MODE, (KEY,))
+    spec = (xla.compiled_spec(_step_fn, features, labels, MODE, (KEY,))
             if compile_step else _step_fn(features, labels, MODE))
     collected = tf1.get_collection(KEY)
     fetches = [spec.loss, spec.host_call[1][0], collected]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from tunas_search.runtime import xla_flags
+from tunas_search.runtime import xla
 
 _CHILD = textwrap.dedent("""
     import tensorflow as tf
@@ -30,26 +30,26 @@ _CHILD = textwrap.dedent("""
 
 
 def test_options_are_added_to_empty_and_other_flags():
-  assert xla_flags.with_cpu_compile_options('') == (
-      '--xla_backend_extra_options=' + xla_flags.CPU_BACKEND_OPTIONS)
-  merged = xla_flags.with_cpu_compile_options('--xla_dump_to=/tmp/x')
+  assert xla.with_cpu_compile_options('') == (
+      '--xla_backend_extra_options=' + xla.CPU_BACKEND_OPTIONS)
+  merged = xla.with_cpu_compile_options('--xla_dump_to=/tmp/x')
   assert merged.startswith('--xla_dump_to=/tmp/x ')
-  assert merged.endswith(xla_flags.CPU_BACKEND_OPTIONS)
+  assert merged.endswith(xla.CPU_BACKEND_OPTIONS)
 
 
 def test_callers_own_backend_options_win():
   own = '--xla_backend_extra_options=-some-option=1'
-  assert xla_flags.with_cpu_compile_options(own) == own
+  assert xla.with_cpu_compile_options(own) == own
 
 
 def test_use_sets_the_environment_mapping():
   environ = {'XLA_FLAGS': '--xla_dump_to=/tmp/x'}
-  xla_flags.use_cpu_compile_options(environ)
-  assert environ['XLA_FLAGS'] == xla_flags.with_cpu_compile_options(
+  xla.use_cpu_compile_options(environ)
+  assert environ['XLA_FLAGS'] == xla.with_cpu_compile_options(
       '--xla_dump_to=/tmp/x')
   empty = {}
-  xla_flags.use_cpu_compile_options(empty)
-  assert xla_flags.CPU_BACKEND_OPTIONS in empty['XLA_FLAGS']
+  xla.use_cpu_compile_options(empty)
+  assert xla.CPU_BACKEND_OPTIONS in empty['XLA_FLAGS']
 
 
 def _compiled_functions(tmp_path, name: str, flags: str):
@@ -68,7 +68,7 @@ def _compiled_functions(tmp_path, name: str, flags: str):
 def test_options_keep_conditional_branches_out_of_line(tmp_path):
   plain_value, plain = _compiled_functions(tmp_path, 'plain', '')
   value, functions = _compiled_functions(
-      tmp_path, 'options', xla_flags.with_cpu_compile_options(''))
+      tmp_path, 'options', xla.with_cpu_compile_options(''))
   assert value == plain_value  # Only where the code lives changes.
   assert plain == 1  # Both branches inlined into the computation.
   assert functions == 3  # The computation and one function per branch.
