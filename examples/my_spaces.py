@@ -11,8 +11,8 @@ tools import this module only because it is named.
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                GlobalAveragePool, Residual, Zero)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      GlobalAveragePool, Residual, Zero)
 
 
 def bneck(strides: int = 1) -> DepthwiseBottleneck:

@@ -10,9 +10,9 @@ from typing import Sequence
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, DetectionEndpoint,
-                                FilterMultiplier, GlobalAveragePool, Residual,
-                                SeparableConv, Zero)
+                                      DepthwiseBottleneck, DetectionEndpoint,
+                                      FilterMultiplier, GlobalAveragePool,
+                                      Residual, SeparableConv, Zero)
 from search_spaces.proxylessnas import width_choices
 
 # Stem, five stages, two head convs (docs/method.md section 3).

@@ -26,8 +26,9 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
-from tunas_search.space.specs import (Block, ConvTower, FilterMultiplier, Residual,
-                                UniversalInvertedBottleneck, Zero)
+from tunas_search.space.specs import (Block, ConvTower, FilterMultiplier,
+                                      Residual, UniversalInvertedBottleneck,
+                                      Zero)
 from search_spaces.proxylessnas import WIDTH_MULTIPLIERS, width_choices
 
 # Kernel choices of each depthwise position: 0 is none (specs.NO_DEPTHWISE).

@@ -13,9 +13,10 @@ from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, DetectionEndpoint,
-                                FilterMultiplier, GlobalAveragePool, Residual,
-                                SeparableConv, Zero, scale_filters)
+                                      DepthwiseBottleneck, DetectionEndpoint,
+                                      FilterMultiplier, GlobalAveragePool,
+                                      Residual, SeparableConv, Zero,
+                                      scale_filters)
 
 # Width multipliers of the enlarged space (docs/method.md section 3).
 WIDTH_MULTIPLIERS = (0.5, 0.625, 0.75, 1.0, 1.25, 1.5, 2.0)

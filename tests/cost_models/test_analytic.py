@@ -8,9 +8,10 @@ from tunas_search.space import schema
 from tunas_search.cost_models import analytic
 from tunas_search.space.schema import OP, OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                GlobalAveragePool, Residual, SeparableConv,
-                                UniversalInvertedBottleneck, Zero)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      GlobalAveragePool, Residual,
+                                      SeparableConv,
+                                      UniversalInvertedBottleneck, Zero)
 
 MADDS = cost_models.get('madds')
 PARAMS = cost_models.get('params')

@@ -18,8 +18,8 @@ from tunas_search.cost_models import analytic
 from tunas_search.cost_models import measured
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                GlobalAveragePool, Residual, Zero)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      GlobalAveragePool, Residual, Zero)
 
 _SPACES = ['proxylessnas_search', 'proxylessnas_enlarged_search',
            'mobilenet_v3_like_search']

@@ -8,8 +8,8 @@ residual layer with nested decisions, searched widths and expansions);
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                GlobalAveragePool, Residual, Zero)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      GlobalAveragePool, Residual, Zero)
 
 
 def bneck(strides):

@@ -22,9 +22,10 @@ from tunas_search.search import model_fn as search
 from tunas_search.results import summaries
 from tunas_search.runtime import host_call
 from tunas_search.space.schema import OneOf
-from tunas_search.space.specs import (Block, Conv, ConvTower, DepthwiseBottleneck,
-                                FilterMultiplier, Residual, SeparableConv,
-                                UniversalInvertedBottleneck)
+from tunas_search.space.specs import (Block, Conv, ConvTower,
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      Residual, SeparableConv,
+                                      UniversalInvertedBottleneck)
 
 tf1 = tf.compat.v1
 

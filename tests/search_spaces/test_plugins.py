@@ -15,9 +15,9 @@ from tunas_search.space import schema
 from tunas_search.registry import UnknownNameError
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                GlobalAveragePool, Residual,
-                                UniversalInvertedBottleneck)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      GlobalAveragePool, Residual,
+                                      UniversalInvertedBottleneck)
 
 
 def _tower(*blocks):

@@ -8,8 +8,8 @@ from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                Residual, Zero)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      Residual, Zero)
 from tunas_search.supernet import build_network
 from tunas_search.supernet import forms
 from tunas_search.supernet import ops

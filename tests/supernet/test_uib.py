@@ -10,7 +10,8 @@ from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Block, Conv, ConvTower, FilterMultiplier,
-                                Residual, UniversalInvertedBottleneck, Zero)
+                                      Residual, UniversalInvertedBottleneck,
+                                      Zero)
 from tunas_search.supernet import WeightUses
 from tunas_search.supernet import build_network
 from tunas_search.supernet import builder

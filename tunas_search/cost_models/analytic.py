@@ -26,10 +26,11 @@ import numpy as np
 from tunas_search.cost_models import base
 from tunas_search.space.schema import OneOf
 from tunas_search.space.specs import (Activation, ConvTower, Conv,
-                                DepthwiseBottleneck, DetectionEndpoint,
-                                FilterMultiplier, GlobalAveragePool, Residual,
-                                SeparableConv, UniversalInvertedBottleneck,
-                                Zero, make_divisible, scale_filters)
+                                      DepthwiseBottleneck, DetectionEndpoint,
+                                      FilterMultiplier, GlobalAveragePool,
+                                      Residual, SeparableConv,
+                                      UniversalInvertedBottleneck, Zero,
+                                      make_divisible, scale_filters)
 
 # SE hidden width = make_divisible(0.25 * expanded width) (docs/method.md section 2).
 SE_RATIO = 0.25

@@ -34,8 +34,8 @@ from tunas_search.cost_models import analytic
 from tunas_search.cost_models import base
 from tunas_search.cost_models import measured
 from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
-                                DepthwiseBottleneck, FilterMultiplier,
-                                Residual, Zero)
+                                      DepthwiseBottleneck, FilterMultiplier,
+                                      Residual, Zero)
 
 MEASUREMENTS = 'measurements.jsonl'
 SETTINGS = 'calibration.json'
