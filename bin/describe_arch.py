@@ -159,14 +159,14 @@ def measure_latency(space_name: str, indices: str, num_classes: int = 1000,
     {MEASURED_KEY: median ms, MEASURED_MIN_KEY: minimum ms}.
   """
   # pylint: disable=g-import-not-at-top
-  from tunas_search.standalone import export
+  from tunas_search.runtime import tflite
   # pylint: enable=g-import-not-at-top
   spec = search_spaces.get(space_name).spec()
   masked = architecture.with_indices(spec, architecture.parse_indices(
       indices, spec))
-  model = export.random_tflite_model(masked, image_size, input_channels,
+  model = tflite.random_tflite_model(masked, image_size, input_channels,
                                      num_classes)
-  latency = export.measure_tflite_latency(model, runs=runs,
+  latency = tflite.measure_tflite_latency(model, runs=runs,
                                           warmup_runs=WARMUP_RUNS)
   return {MEASURED_KEY: latency.median_ms, MEASURED_MIN_KEY: latency.min_ms}
 

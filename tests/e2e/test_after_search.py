@@ -20,6 +20,7 @@ from tests.e2e import tiny
 from tunas_search.results import analysis
 from tunas_search.space import architecture
 from tunas_search.controller import policy as controller
+from tunas_search.runtime import tflite
 from tunas_search.standalone import export
 from tunas_search.search import runner
 from tunas_search.space import schema
@@ -137,9 +138,9 @@ def test_train_evaluate_and_export(search_dir, tmp_path):
   images = np.random.default_rng(0).standard_normal(
       [8, 28, 28, 1]).astype(np.float32)
   served = tf.saved_model.load(exported.saved_model_dir).signatures[
-      export.SIGNATURE_KEY](images=tf.constant(images))
+      tflite.SIGNATURE_KEY](images=tf.constant(images))
   with open(exported.tflite_path, 'rb') as f:
-    lite = export.run_tflite(f.read(), images)
+    lite = tflite.run_tflite(f.read(), images)
   for key in ('logits', 'probabilities'):
     assert lite[key].shape == (8, 10)
     # TFLite's kernels fold BN and accumulate in another order than TF's:

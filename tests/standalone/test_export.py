@@ -1,7 +1,6 @@
 """Tests of tunas_search.standalone.export and bin/export_model.py."""
 
 import json
-import math
 import os
 
 import numpy as np
@@ -13,6 +12,7 @@ from bin import cli
 from bin import export_model
 from tests.standalone import test_train_eval
 from tests.e2e import tiny
+from tunas_search.runtime import tflite
 from tunas_search.space import architecture
 from tunas_search.standalone import export
 from tunas_search.standalone import train_eval
@@ -24,7 +24,7 @@ SPEC = tiny.tiny_spec()
 def _seeded_values(variables, rng):
   """Fixed values for every variable, drawn from `rng`.
 
-  `export.inference_graph` builds its variables before any graph seed can be
+  `tflite.inference_graph` builds its variables before any graph seed can be
   set, so their initializers are unseeded; the test assigns its own values
   instead. Weights are scaled by 1/sqrt(fan-in) so that the logits stay
   O(1); BN scales and moving statistics lie in [0.5, 1.5], so that
@@ -53,7 +53,7 @@ def write_run(model_dir, indices=test_train_eval.LARGEST):
   train_eval.prepare(config, SPEC)
   masked = architecture.with_indices(SPEC, architecture.parse_indices(
       indices))
-  graph, images, logits, _ = export.inference_graph(masked, 28, 1, 10)
+  graph, images, logits, _ = tflite.inference_graph(masked, 28, 1, 10)
   rng = np.random.default_rng(1)
   batch = rng.standard_normal([4, 28, 28, 1]).astype(np.float32)
   with graph.as_default(), tf1.Session() as session:
@@ -80,12 +80,12 @@ def test_export_matches_the_checkpointed_network(tmp_path):
                                       export.INFO_FILENAME)).read())
   assert info['architecture'] == test_train_eval.LARGEST
   served = tf.saved_model.load(result.saved_model_dir).signatures[
-      export.SIGNATURE_KEY](images=tf.constant(batch))
+      tflite.SIGNATURE_KEY](images=tf.constant(batch))
   # The same float32 kernels, but the SavedModel runs through grappler,
   # which may fold BN and reorder sums: float32 rounding on O(1) logits.
   np.testing.assert_allclose(served['logits'].numpy(), expected, atol=1e-5)
   with open(result.tflite_path, 'rb') as f:
-    lite = export.run_tflite(f.read(), batch)
+    lite = tflite.run_tflite(f.read(), batch)
   # TFLite's own kernels fold BN into the convolutions and accumulate in
   # another order (XNNPACK): float32 differences ~10x those above.
   np.testing.assert_allclose(lite['logits'], expected, atol=1e-4)
@@ -122,15 +122,3 @@ def test_export_cli(tmp_path, capsys):
   with pytest.raises(cli.UsageError, match='holds no train_eval run'):
     export_model.main(['export_model'], flag_values)
 
-
-def test_tflite_latency_of_a_random_network():
-  masked = architecture.with_indices(SPEC, architecture.largest(SPEC))
-  model = export.random_tflite_model(masked, 28, 1, 10)
-  latency = export.measure_tflite_latency(model, runs=5, warmup_runs=1)
-  assert latency.runs == 5 and latency.num_threads == 1
-  # How long a run takes depends on the machine and its load: assert only
-  # what holds on every machine (no time limit).
-  assert math.isfinite(latency.median_ms)
-  assert 0 <= latency.min_ms <= latency.median_ms
-  with pytest.raises(ValueError, match='need runs >= 1'):
-    export.measure_tflite_latency(model, runs=0)

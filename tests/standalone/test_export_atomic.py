@@ -13,6 +13,7 @@ from bin import export_model
 from tests.standalone import test_export
 from tests.files import rewrite_checkpoint_without
 from tests.files import snapshot
+from tunas_search.runtime import tflite as tflite_lib
 from tunas_search.standalone import export
 
 LEFTOVERS = ('.export' + export.TEMPORARY_SUFFIX,
@@ -56,7 +57,7 @@ def test_failed_reexport_leaves_the_earlier_export_unchanged(earlier,
   run_dir, export_dir, files = earlier
   assert set(files) >= {'export_info.json', 'model.tflite',
                         'saved_model/saved_model.pb'}
-  monkeypatch.setattr(export, 'saved_model_to_tflite',
+  monkeypatch.setattr(tflite_lib, 'saved_model_to_tflite',
                       _fail_conversion(RuntimeError('injected')))
   with pytest.raises(RuntimeError, match='injected'):
     export.export_run(run_dir, export_dir)
@@ -65,7 +66,7 @@ def test_failed_reexport_leaves_the_earlier_export_unchanged(earlier,
 
 def test_write_error_is_an_export_failed_error(earlier, monkeypatch):
   run_dir, export_dir, files = earlier
-  monkeypatch.setattr(export, 'saved_model_to_tflite', _fail_conversion(
+  monkeypatch.setattr(tflite_lib, 'saved_model_to_tflite', _fail_conversion(
       OSError(28, 'No space left on device')))
   with pytest.raises(export.ExportFailedError,
                      match='No space left on device') as error:
@@ -117,7 +118,7 @@ def test_export_killed_between_the_renames_is_restored(earlier, monkeypatch):
   # export aside, a complete new one still in the temporary dir.
   os.rename(export_dir, os.path.join(parent, LEFTOVERS[1]))
   os.makedirs(os.path.join(parent, LEFTOVERS[0], 'saved_model'))
-  monkeypatch.setattr(export, 'saved_model_to_tflite',
+  monkeypatch.setattr(tflite_lib, 'saved_model_to_tflite',
                       _fail_conversion(RuntimeError('injected')))
   with pytest.raises(RuntimeError, match='injected'):
     export.export_run(run_dir, export_dir)
@@ -164,7 +165,7 @@ def test_cli_export_dir_under_a_file_is_a_usage_error(first_export, tmp_path):
 def test_cli_failure_part_way_is_one_line_exit_1(earlier, monkeypatch,
                                                  capsys):
   run_dir, export_dir, files = earlier
-  monkeypatch.setattr(export, 'saved_model_to_tflite', _fail_conversion(
+  monkeypatch.setattr(tflite_lib, 'saved_model_to_tflite', _fail_conversion(
       OSError(28, 'No space left on device')))
   with pytest.raises(SystemExit) as exit_info:
     _export_cli(f'--model_dir={run_dir}', f'--export_dir={export_dir}')

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from tests.standalone import test_train_eval
 from tunas_search import data
+from tunas_search.runtime import tflite
 from tunas_search.standalone import export
 from tunas_search.standalone import train_eval
 from tunas_search.standalone import model_fn as model_fn_lib
@@ -62,7 +63,7 @@ def test_exported_models_predict_as_the_trained_model(trained):
   assert result.global_step == 8
   expected = _model_fn_logits(config, result.checkpoint, images)
   serve = tf.saved_model.load(result.saved_model_dir).signatures[
-      export.SIGNATURE_KEY]
+      tflite.SIGNATURE_KEY]
   with open(result.tflite_path, 'rb') as f:
     lite = f.read()
   for image, want in zip(images, expected):
@@ -70,7 +71,7 @@ def test_exported_models_predict_as_the_trained_model(trained):
     served = serve(images=tf.constant(one))['logits'].numpy()[0]
     np.testing.assert_allclose(served, want, rtol=0,
                                atol=SAVED_MODEL_TOLERANCE * _scale(want))
-    on_lite = export.run_tflite(lite, one)['logits'][0]
+    on_lite = tflite.run_tflite(lite, one)['logits'][0]
     np.testing.assert_allclose(on_lite, want, rtol=0,
                                atol=TFLITE_TOLERANCE * _scale(want))
   # The images differ enough for this to compare predictions, not a

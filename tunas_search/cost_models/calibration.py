@@ -372,8 +372,8 @@ class Reference:
 
 def tflite_reference(threads: int) -> Reference:
   """`Reference` timing `reference_spec()` with TFLite on this CPU."""
-  from tunas_search.standalone import export  # pylint: disable=g-import-not-at-top
-  timer = export.tflite_timer(export.random_tflite_model(
+  from tunas_search.runtime import tflite  # pylint: disable=g-import-not-at-top
+  timer = tflite.tflite_timer(tflite.random_tflite_model(
       reference_spec(), REFERENCE_SIZE, 3, 10), threads)
   return Reference(lambda: timer(10, 2).min_ms)
 
@@ -387,13 +387,13 @@ def measure(config: CalibrationConfig, spec: Any, indices: Sequence[int],
     {'latency_ms', 'min_ms'} and, given a reference, 'reference_ratio':
     the larger of its ratios just before and just after the timing.
   """
-  from tunas_search.standalone import export  # pylint: disable=g-import-not-at-top
+  from tunas_search.runtime import tflite  # pylint: disable=g-import-not-at-top
   masked = architecture.with_indices(spec, indices)
-  model = export.random_tflite_model(masked, config.image_size,
+  model = tflite.random_tflite_model(masked, config.image_size,
                                      config.input_channels, config.num_classes)
   if config.backend == 'adb':
     return least_disturbed(lambda: _measure_adb(config, model))
-  timer = export.tflite_timer(model, config.threads)
+  timer = tflite.tflite_timer(model, config.threads)
 
   def time_once():
     before = reference.ratio() if reference else None

@@ -1,0 +1,39 @@
+"""A network as a TFLite model: converted, run and timed on this CPU.
+
+tests/standalone/test_export.py checks an exported model's outputs against
+its checkpointed network.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.e2e import tiny
+from tunas_search.runtime import tflite
+from tunas_search.space import architecture
+
+SPEC = tiny.tiny_spec()
+
+
+def test_a_random_network_runs_on_a_batch():
+  masked = architecture.with_indices(SPEC, architecture.largest(SPEC))
+  model = tflite.random_tflite_model(masked, 28, 1, 10)
+  images = np.random.default_rng(0).standard_normal([3, 28, 28, 1])
+  outputs = tflite.run_tflite(model, images)
+  assert outputs['logits'].shape == outputs['probabilities'].shape == (3, 10)
+  np.testing.assert_allclose(outputs['probabilities'].sum(axis=1), 1.0,
+                             rtol=1e-5)
+
+
+def test_tflite_latency_of_a_random_network():
+  masked = architecture.with_indices(SPEC, architecture.largest(SPEC))
+  model = tflite.random_tflite_model(masked, 28, 1, 10)
+  latency = tflite.measure_tflite_latency(model, runs=5, warmup_runs=1)
+  assert latency.runs == 5 and latency.num_threads == 1
+  # How long a run takes depends on the machine and its load: assert only
+  # what holds on every machine (no time limit).
+  assert math.isfinite(latency.median_ms)
+  assert 0 <= latency.min_ms <= latency.median_ms
+  with pytest.raises(ValueError, match='need runs >= 1'):
+    tflite.measure_tflite_latency(model, runs=0)
