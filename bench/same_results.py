@@ -155,8 +155,13 @@ def probe(args) -> None:
   kind = args.job
   indices: List[List[int]] = []
   if kind == 'standalone':
-    from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
-    from tunas_search.config.standalone import TrainEvalConfig  # pylint: disable=g-import-not-at-top
+    # pylint: disable=g-import-not-at-top
+    try:
+      from tunas_search.standalone import train_eval
+    except ImportError:  # A side from before the rooms of issue 56.
+      from tunas_search import train_eval
+    from tunas_search.standalone import TrainEvalConfig
+    # pylint: enable=g-import-not-at-top
     with open(os.path.join(args.init_from, 'search_result.json')) as f:
       found = json.load(f)['architecture']
     config = TrainEvalConfig(
@@ -171,7 +176,12 @@ def probe(args) -> None:
     outputs = {'result': _without_paths(
         json.loads(train_eval.result_to_json(result)), args.model_dir)}
   else:
-    from tunas_search.search import runner  # pylint: disable=g-import-not-at-top
+    # pylint: disable=g-import-not-at-top
+    try:
+      from tunas_search.search import runner
+    except ImportError:  # A side from before the rooms of issue 56.
+      from tunas_search import runner
+    # pylint: enable=g-import-not-at-top
     config = _search_config(kind, args.model_dir)
     result = runner.run_search(config, _spec(config.search_space, root),
                                hooks=[_indices_hook(indices, args.stop_at)])
