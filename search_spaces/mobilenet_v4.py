@@ -26,14 +26,16 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 from tunas_search import architecture
 from tunas_search import schema
 from tunas_search.schema import OneOf
-from tunas_search.specs import (Block, ConvTower, FilterMultiplier, Residual,
+from tunas_search.specs import (NO_DEPTHWISE, Block, ConvTower,
+                                FilterMultiplier, Residual,
                                 UniversalInvertedBottleneck, Zero)
 from search_spaces.proxylessnas import WIDTH_MULTIPLIERS, width_choices
 
 # Kernel choices of each depthwise position: 0 is none (specs.NO_DEPTHWISE).
 KERNELS = (0, 3, 5)
-# A strided block's middle depthwise conv carries its stride: never none.
-STRIDED_MIDDLE_KERNELS = (3, 5)
+# The sizes of a depthwise conv that is there: a strided block's middle one
+# (it carries the stride), or its start one when it has no middle one.
+PRESENT_KERNELS = (3, 5)
 # docs/mobilenet_v4.md: expansion fixed at 4 while searching; the coarse
 # stage's blocks are IBs with a 3x3 middle depthwise conv.
 EXPANSION = 4.0
@@ -179,11 +181,18 @@ def _optional(layer) -> Residual:
   return Residual(_op(layer, Zero()))
 
 
-def _searched_uib(strides: int = 1) -> UniversalInvertedBottleneck:
-  """Both depthwise kernels searched: the nine UIB instantiations (six
-  with a stride: its middle depthwise conv carries it)."""
-  middle = STRIDED_MIDDLE_KERNELS if strides > 1 else KERNELS
-  return _uib(_op(*KERNELS), _op(*middle), strides)
+def _searched_uib(strides: int = 1):
+  """Both depthwise kernels searched: the nine UIB instantiations.
+
+  A strided block strides its middle depthwise conv, or its start one when
+  it has none (specs.UniversalInvertedBottleneck), so it is an op choice
+  between the six with a middle depthwise conv and the two ConvNext-like
+  ones: eight (a strided FFN has no conv to carry the stride).
+  """
+  if strides == 1:
+    return _uib(_op(*KERNELS), _op(*KERNELS))
+  return _op(_uib(_op(*KERNELS), _op(*PRESENT_KERNELS), strides),
+             _uib(_op(*PRESENT_KERNELS), NO_DEPTHWISE, strides))
 
 
 def _tower(layout: Layout, stages: Sequence[Block]) -> ConvTower:
