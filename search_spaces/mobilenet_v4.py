@@ -10,13 +10,16 @@ Spaces per model size (Conv-S, 224x224, here):
   * `<size>_fine_<W>x<N>_<W>x<N>`: the widths and depths of a coarse result
     (W filters and N blocks per stage, from `coarse_result`), both
     depthwise kernels of every block searched (none, 3x3 or 5x5 each: the
-    nine UIB instantiations), expansion 4; `<size>_fine` is the one at the
-    published network's widths and depths;
+    nine UIB instantiations, eight in a strided block, which cannot be an
+    FFN), expansion 4; `<size>_fine` is the one at the published network's
+    widths and depths;
   * `<size>_search`: both at once (the paper's one-stage search), which
     holds every coarse and every fine architecture; a latency model
     calibrated on it scores both stages.
-Depth is TuNAS's: a stage's first (strided) block is always there, the
-others are residual and may be `Zero`, i.e. identities.
+Depth is TuNAS's and searched in the coarse stage (and the one-stage
+search): a stage's first (strided) block is always there, the others are
+residual and may be `Zero`, i.e. identities; the fine stage keeps the
+coarse result's depths.
 """
 
 import dataclasses

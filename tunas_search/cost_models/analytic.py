@@ -385,6 +385,7 @@ def _cached_graph_count(masked_spec, context, ops):
 class _Analytic(base.CostModel):
   """Shared part of `Madds` and `Params`: they apply to any ConvTower."""
   _which = 0
+  additive = True  # `count` sums its layers' counts.
 
   def applies(self, space_name: str, spec: Any) -> bool:
     del space_name  # Any ConvTower of specs records can be counted.
