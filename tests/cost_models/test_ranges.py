@@ -10,7 +10,7 @@ from tunas_search import schema
 from tunas_search.cost_models import ranges
 from tunas_search.schema import OneOf
 from tunas_search.specs import (Block, Conv, ConvTower, FilterMultiplier,
-                                Residual, UniversalInvertedBottleneck)
+                                Residual, UniversalInvertedBottleneck, Zero)
 
 OP = schema.OP
 CONTEXT = cost_models.CostContext(None, image_size=16, num_classes=5,
@@ -87,3 +87,17 @@ def test_a_cost_model_that_is_no_sum_over_layers_gives_an_estimate():
   madds = ranges.cost_range(_tower(), cost_models.get('madds'), CONTEXT)
   assert not span.exact
   assert (span.low, span.high) == (madds.low ** 2, madds.high ** 2)
+
+
+def test_a_skip_outside_a_residual_makes_it_an_estimate():
+  # Skipping the 8 -> 16 conv passes 8 channels on, not 16: the layer
+  # after it then costs less, so the layers are not independent.
+  spec = ConvTower((Block((Conv(3, strides=2),), 8), Block((
+      OneOf((Conv(3), Zero()), OP),
+      _uib(OneOf((0, 3), OP), OneOf((0, 3), OP))), 16),))
+  span = ranges.cost_range(spec, cost_models.get('madds'), CONTEXT)
+  assert not span.exact
+  residual = ConvTower((Block((Conv(3, strides=2),), 16), Block((
+      Residual(OneOf((Conv(3), Zero()), OP)),
+      _uib(OneOf((0, 3), OP), OneOf((0, 3), OP))), 16),))
+  assert ranges.cost_range(residual, cost_models.get('madds'), CONTEXT).exact

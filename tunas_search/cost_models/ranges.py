@@ -2,9 +2,9 @@
 
 A cost model that sums per-layer terms (`CostModel.additive`: MAdds,
 parameters, a measured latency model's linear fit) gives each architecture
-of a space without width decisions the sum over its layers of a term that
-depends on that layer's decisions alone: every layer's input width and
-resolution are fixed. The extremes of such a space are then exact: each
+of a space without width decisions (nor skips outside a residual) the sum
+over its layers of a term that depends on that layer's decisions alone:
+every layer's input width and resolution are fixed. The extremes of such a space are then exact: each
 layer at its own cheapest (dearest) choices, found by costing every choice
 of one layer with the others held fixed, a few hundred cost-model calls
 where the space has ~10^12 architectures. Otherwise the same search is an
@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tunas_search import architecture
 from tunas_search import schema
+from tunas_search import specs
 from tunas_search.cost_models.base import CostContext, CostModel
 
 # A layer with more joint choices than this is searched one decision at a
@@ -55,14 +56,24 @@ def _layer_of(decision: schema.Decision) -> Optional[str]:
   return None
 
 
+def _changes_widths(decision: schema.Decision) -> bool:
+  """Whether a choice of `decision` may change the input width of the
+  layers after it: a width, or a `Zero` outside a `Residual` (which passes
+  on its input's width, not the block's)."""
+  if decision.tag == schema.FILTERS:
+    return True
+  skips = any(isinstance(c, specs.Zero) for c in decision.oneof.choices)
+  return skips and not decision.path.endswith('/layer')
+
+
 def _groups(decisions: Sequence[schema.Decision]
             ) -> Tuple[List[List[schema.Decision]], bool]:
   """Decisions grouped by layer, and whether the groups are independent:
-  no width decision, which changes the input of the layers after it."""
+  every decision inside a layer, none changing the widths after it."""
   by_layer: Dict[str, List[schema.Decision]] = {}
   for d in decisions:
     by_layer.setdefault(_layer_of(d) or d.path, []).append(d)
-  independent = all(d.tag != schema.FILTERS and _layer_of(d)
+  independent = all(_layer_of(d) and not _changes_widths(d)
                     for d in decisions)
   return list(by_layer.values()), independent
 
@@ -88,9 +99,10 @@ def cost_range(spec: Any, cost_model: CostModel, context: CostContext
                ) -> CostRange:
   """The smallest and largest cost of `spec`'s architectures.
 
-  Exact when the cost model is additive and the space has no width
-  decisions (module docstring); otherwise each layer's extremes are still
-  combined, and `exact` is False.
+  Exact when the cost model is additive and no decision changes the input
+  width of a later layer (module docstring), as in MobileNetV4's fine
+  spaces; otherwise each layer's extremes are still combined, and `exact`
+  is False.
 
   Args:
     spec: a model spec (a ConvTower for the shipped cost models).
