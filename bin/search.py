@@ -26,6 +26,7 @@ if __package__ in (None, ''):
 # First, before anything imports TensorFlow: keeps its start-up quiet.
 from . import _quiet  # pylint: disable=unused-import
 from absl import flags
+from absl import logging
 
 import search_spaces
 from . import cli
@@ -35,6 +36,7 @@ from . import stages
 from tunas_search import cost_models
 from tunas_search import data
 from tunas_search.search import rewards
+from tunas_search.results import selection
 from tunas_search.config import ConfigError, SearchConfig
 
 _NONE = cost_models.NONE
@@ -81,6 +83,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                       'final widths and depths); its dataset, image size and '
                       'cost settings are the defaults (docs/mobilenet_v4.md).',
                       **fv)
+  flags.DEFINE_string('coarse_architecture', selection.AUTO, 'With '
+                      '--coarse_model_dir: the coarse architecture whose '
+                      'widths and depths the fine stage keeps: auto (the '
+                      "coarse search's final architecture, as its "
+                      'search_result.json and analyze_search report it), '
+                      'argmax, in_window, or an architecture string of the '
+                      'coarse space.', **fv)
+  flags.DEFINE_boolean('allow_unreachable_target', False, 'With '
+                       '--coarse_model_dir: search even when no architecture '
+                       'of the fine space reaches --rl_cost_model_target '
+                       '(refused by default, before anything is written).',
+                       **fv)
   flags.DEFINE_string('resume_from', None, 'Continue from this checkpoint of '
                       '--model_dir (e.g. model.ckpt-300) instead of the '
                       'latest, e.g. when the latest is damaged; later '
@@ -105,9 +119,14 @@ def _search_space(f: flags.FlagValues
                   ) -> Tuple[search_spaces.SearchSpace, Dict[str, Any]]:
   """The space, and the values a fine stage takes from its coarse search."""
   if not f.coarse_model_dir:
+    for name in ('coarse_architecture', 'allow_unreachable_target'):
+      if f[name].present:
+        raise cli.UsageError(f'--{name} needs --coarse_model_dir (the fine '
+                             "stage of MobileNetV4's two-stage search)")
     return resolve.search_space(f.search_space, searchable=True), {}
-  coarse = stages.read(f.coarse_model_dir)
+  coarse = stages.read(f.coarse_model_dir, f.coarse_architecture)
   stages.check_search_space(f, coarse)
+  logging.info('%s', coarse.describe())
   return (resolve.search_space(coarse.fine_space, searchable=True),
           stages.inherited(f, coarse))
 
@@ -195,6 +214,11 @@ def build_config(f: flags.FlagValues = FLAGS) -> SearchConfig:
                              cost_models.context_for(config))
   except (ConfigError, cost_models.LatencyModelError) as e:
     raise cli.UsageError(str(e)) from None
+  if f.coarse_model_dir:
+    span = stages.check_target(config, space.spec(),
+                               f.allow_unreachable_target)
+    if span is not None:
+      logging.info('%s', stages.describe_range(config, span))
   return config
 
 

@@ -116,8 +116,8 @@ def _architecture(f: flags.FlagValues):
               f.final_architecture)
     except (analysis.AnalysisError, selection.SelectionError) as e:
       raise cli.UsageError(f'--search_model_dir: {e}') from None
-    logging.info('The search\'s final architecture (%s): %s', ' -> '.join(
-        dict.fromkeys([choice.rule, choice.resolved])), choice.architecture)
+    logging.info('The search\'s final architecture (%s): %s', choice.label,
+                 choice.architecture)
     return search.search_space, spec, choice.architecture, search
   space = resolve.search_space(f.search_space)
   spec = space.spec()

@@ -161,7 +161,7 @@ def _v4_search(layout: mobilenet_v4.Layout) -> dict:
 
 
 _FINE = ('MobileNetV4 two-stage search, fine stage: the nine UIB '
-         'instantiations per block at widths x blocks ')
+         'instantiations per block (eight where strided) at widths x blocks ')
 
 
 def fine_space(layout: mobilenet_v4.Layout,
@@ -184,12 +184,12 @@ _add(SearchSpace(
 _add(SearchSpace(
     'mobilenet_v4_conv_small_fine', mobilenet_v4.mobilenet_v4_conv_small_fine,
     **_MOBILENET_V4_SEARCH, description=_FINE + '96x6, 128x6 (Conv-S\'s; '
-    '~10^11)'))
+    '~10^12)'))
 _add(SearchSpace(
     'mobilenet_v4_conv_small_search',
     mobilenet_v4.mobilenet_v4_conv_small_search, **_MOBILENET_V4_SEARCH,
     description='MobileNetV4 one-stage search: widths, depths and both UIB '
-                'depthwise kernels (~10^21)'))
+                'depthwise kernels (~10^22)'))
 for _function, _size, _side in (
     (mobilenet_v4.mobilenet_v4_conv_small, 'S', 224),
     (mobilenet_v4.mobilenet_v4_conv_medium, 'M', 256),

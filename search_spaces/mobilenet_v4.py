@@ -10,13 +10,16 @@ Spaces per model size (Conv-S, 224x224, here):
   * `<size>_fine_<W>x<N>_<W>x<N>`: the widths and depths of a coarse result
     (W filters and N blocks per stage, from `coarse_result`), both
     depthwise kernels of every block searched (none, 3x3 or 5x5 each: the
-    nine UIB instantiations), expansion 4; `<size>_fine` is the one at the
-    published network's widths and depths;
+    nine UIB instantiations, eight in a strided block, which cannot be an
+    FFN), expansion 4; `<size>_fine` is the one at the published network's
+    widths and depths;
   * `<size>_search`: both at once (the paper's one-stage search), which
     holds every coarse and every fine architecture; a latency model
     calibrated on it scores both stages.
-Depth is TuNAS's: a stage's first (strided) block is always there, the
-others are residual and may be `Zero`, i.e. identities.
+Depth is TuNAS's and searched in the coarse stage (and the one-stage
+search): a stage's first (strided) block is always there, the others are
+residual and may be `Zero`, i.e. identities; the fine stage keeps the
+coarse result's depths.
 """
 
 import dataclasses
@@ -26,15 +29,16 @@ from typing import Any, Callable, Optional, Sequence, Tuple
 from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.space.schema import OneOf
-from tunas_search.space.specs import (Block, ConvTower, FilterMultiplier,
-                                      Residual, UniversalInvertedBottleneck,
-                                      Zero)
+from tunas_search.space.specs import (NO_DEPTHWISE, Block, ConvTower,
+                                      FilterMultiplier, Residual,
+                                      UniversalInvertedBottleneck, Zero)
 from search_spaces.proxylessnas import WIDTH_MULTIPLIERS, width_choices
 
 # Kernel choices of each depthwise position: 0 is none (specs.NO_DEPTHWISE).
 KERNELS = (0, 3, 5)
-# A strided block's middle depthwise conv carries its stride: never none.
-STRIDED_MIDDLE_KERNELS = (3, 5)
+# The sizes of a depthwise conv that is there: a strided block's middle one
+# (it carries the stride), or its start one when it has no middle one.
+PRESENT_KERNELS = (3, 5)
 # docs/mobilenet_v4.md: expansion fixed at 4 while searching; the coarse
 # stage's blocks are IBs with a 3x3 middle depthwise conv.
 EXPANSION = 4.0
@@ -180,11 +184,18 @@ def _optional(layer) -> Residual:
   return Residual(_op(layer, Zero()))
 
 
-def _searched_uib(strides: int = 1) -> UniversalInvertedBottleneck:
-  """Both depthwise kernels searched: the nine UIB instantiations (six
-  with a stride: its middle depthwise conv carries it)."""
-  middle = STRIDED_MIDDLE_KERNELS if strides > 1 else KERNELS
-  return _uib(_op(*KERNELS), _op(*middle), strides)
+def _searched_uib(strides: int = 1):
+  """Both depthwise kernels searched: the nine UIB instantiations.
+
+  A strided block strides its middle depthwise conv, or its start one when
+  it has none (specs.UniversalInvertedBottleneck), so it is an op choice
+  between the six with a middle depthwise conv and the two ConvNext-like
+  ones: eight (a strided FFN has no conv to carry the stride).
+  """
+  if strides == 1:
+    return _uib(_op(*KERNELS), _op(*KERNELS))
+  return _op(_uib(_op(*KERNELS), _op(*PRESENT_KERNELS), strides),
+             _uib(_op(*PRESENT_KERNELS), NO_DEPTHWISE, strides))
 
 
 def _tower(layout: Layout, stages: Sequence[Block]) -> ConvTower:

@@ -319,3 +319,29 @@ def test_hand_computed_uib_with_searched_kernels():
       0, 0, FilterMultiplier(2.0)),), 8),))
   assert analytic.count(ffn, context) == (160 + 144 + 18,
                                           8192 + 128 * 64 + 16)
+
+
+def test_hand_computed_strided_uib_without_a_middle_depthwise_conv():
+  # The ConvNext-like block of the test above, stride 2: its start DW
+  # carries the stride (timm's rule), so the expansion runs at 4x4.
+  #   start dw5 on 8, 8x8 -> 4x4: 200 + 16; 200*16; memory 8*(64 + 16 + 25)
+  #   expand 8->16 at 4x4: 128 + 32; 128*16; (8 + 16)*16 + 128
+  #   project 16->8 at 4x4: 128 + 16; 128*16; (16 + 8)*16 + 128
+  #   classifier 8->2: 18; 16
+  context = cost_models.CostContext('uib', image_size=8, num_classes=2,
+                                    input_channels=8)
+  tower = ConvTower((Block((UniversalInvertedBottleneck(
+      5, 0, FilterMultiplier(2.0), strides=2),), 8),))
+  assert analytic.count(tower, context) == (216 + 160 + 144 + 18,
+                                            3200 + 2048 + 2048 + 16)
+  got = _terms(tower, context)
+  assert got['depthwise5x5'] == [3200, 8 * 105, 1]
+  assert got['expand1x1'] == [2048, 24 * 16 + 128, 1]
+  # Searched as the two strided ConvNext-like blocks at (0.75, 0.25): each
+  # term weighted by its kernel's mask entry.
+  searched = schema.with_masks(ConvTower((Block((UniversalInvertedBottleneck(
+      OneOf((3, 5), OP), 0, FilterMultiplier(2.0), strides=2),), 8),)),
+                               [[0.75, 0.25]])
+  assert analytic.count(searched, context) == pytest.approx((
+      0.75 * 88 + 0.25 * 216 + 160 + 144 + 18,
+      0.75 * 72 * 16 + 0.25 * 3200 + 2048 + 2048 + 16))

@@ -45,8 +45,10 @@ def test_calibrate_coarse_fine_train_and_export(tmp_path):
   _run('search.py', *STAGE, '--search_space=mobilenet_v4_conv_small_coarse',
        f'--model_dir={coarse}', '--cost_model=measured',
        f'--cost_model_file={model}', '--rl_cost_model_target=1.0')
+  # The 1 ms target is no measured one: whether the fine space reaches it
+  # depends on this CPU (tests/bin/test_stages.py tests the refusal).
   _run('search.py', *STAGE, f'--coarse_model_dir={coarse}',
-       f'--model_dir={fine}')
+       f'--model_dir={fine}', '--allow_unreachable_target')
   with open(coarse / 'search_result.json', encoding='utf-8') as f:
     coarse_blocks = json.load(f)['block_string']
   analysis = json.loads(_run('analyze_search.py', f'--model_dir={fine}',

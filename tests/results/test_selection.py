@@ -131,6 +131,26 @@ def test_in_window_without_any_sample_inside_takes_the_nearest():
   assert choice.cost == min(seen + [cost([1, 1, 1, 1, 1, 0, 2])])
 
 
+@pytest.mark.parametrize('rule, target_of, resolved, label', [
+    # Every way a rule can end, and what the reports call it.
+    ('argmax', 1.0, 'argmax', 'argmax'),
+    ('auto', 1.0, 'argmax', 'auto -> argmax'),  # The argmax is in the window.
+    ('auto', 0.5, 'in_window', 'auto -> in_window'),
+    ('auto', 0.01, 'nearest', 'auto -> nearest'),  # Nothing reaches it.
+    ('in_window', 0.5, 'in_window', 'in_window'),
+    ('in_window', 0.01, 'nearest', 'in_window -> nearest'),
+])
+def test_the_label_names_each_fallback(rule, target_of, resolved, label):
+  argmax = [1, 1, 1, 1, 1, 0, 2]
+  choice = distribution(LEANING, target=target_of * cost(argmax)).choose(rule)
+  assert (choice.resolved, choice.label) == (resolved, label)
+  # A nearest architecture lies outside the window; every other inside.
+  assert choice.in_window is (resolved != 'nearest')
+  assert choice.to_dict()['label'] == label
+  assert selection.format_text(choice, 'madds').startswith(
+      f'final architecture ({label}): {choice.architecture}\n')
+
+
 def test_settling_numbers():
   s = distribution(LEANING, target=1e5).settling
   assert s.decisions == 7 and s.settled_decisions == 0

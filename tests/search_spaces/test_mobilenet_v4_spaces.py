@@ -1,6 +1,7 @@
 """The spaces of MobileNetV4's two-stage search (search_spaces/mobilenet_v4.py)."""
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -52,20 +53,41 @@ def test_fine_searches_the_nine_instantiations_at_fixed_widths():
   assert mobilenet_v4.default_stages(SMALL) == ((96, 6), (128, 6))
   assert [b.filters for b in spec.blocks[STEM_BLOCKS:-2]] == [96, 128]
   decisions = schema.decisions(spec)
-  assert len(decisions) == 24
-  assert {d.oneof.choices for d in decisions} == {(0, 3, 5), (3, 5)}
-  # A stride needs a middle depthwise conv: 6 instantiations there, 9
-  # elsewhere.
-  strided = [d for d in decisions if d.oneof.choices == (3, 5)]
-  assert [d.path for d in strided] == [
-      'blocks/5/layers/0/middle_kernel_size',
-      'blocks/6/layers/0/middle_kernel_size']
   assert all(d.tag == schema.OP for d in decisions)
+  # Per stage: the strided block's op choice and its three kernel
+  # decisions, then two per block.
+  assert len(decisions) == 2 * (4 + 2 * 5)
+  strided = [d for d in decisions if '/layers/0' in d.path]
+  assert [(d.path.split('/', 2)[2], d.oneof.choices) for d in strided[:4]] == [
+      ('layers/0/choices/0/start_kernel_size', (0, 3, 5)),
+      ('layers/0/choices/0/middle_kernel_size', (3, 5)),
+      ('layers/0/choices/1/start_kernel_size', (3, 5)),
+      ('layers/0', strided[3].oneof.choices)]
+  # A strided block: the middle DW or, without one, the start DW strides;
+  # 8 instantiations (no strided FFN), 9 elsewhere.
+  for first in (strided[:4], strided[4:]):
+    pruned = {architecture.prune(spec, ix).blocks[int(
+        first[0].path.split('/')[1])].layers[0]
+              for ix in _every_choice_of(spec, first)}
+    assert {(u.start_kernel_size, u.middle_kernel_size, u.strides,
+             u.stride_on_start) for u in pruned} == {
+                 (a, k, 2, k == 0) for a in (0, 3, 5) for k in (0, 3, 5)
+                 if (a, k) != (0, 0)}
   blocks = {u.start_kernel_size.choices + u.middle_kernel_size.choices
             for b in spec.blocks for l in b.layers
             for u in [getattr(l, 'layer', l)]
             if isinstance(u, UniversalInvertedBottleneck)}
-  assert blocks == {(0, 3, 5, 0, 3, 5), (0, 3, 5, 3, 5)}
+  assert blocks == {(0, 3, 5, 0, 3, 5)}
+
+
+def _every_choice_of(spec, decisions):
+  """The architectures of `spec` that differ only in `decisions`."""
+  base = [0] * len(schema.decisions(spec))
+  for combo in itertools.product(*[range(d.num_choices) for d in decisions]):
+    indices = list(base)
+    for d, c in zip(decisions, combo):
+      indices[d.index] = c
+    yield indices
 
 
 def _without_skips(tower):
@@ -95,9 +117,10 @@ def test_a_coarse_result_is_the_ib_network_of_its_fine_space(seed):
   name = mobilenet_v4.fine_name(SMALL, stages)
   assert mobilenet_v4.parse_fine_name(name) == (SMALL, stages)
   fine = search_spaces.get(name).spec()
-  # Every block an IB with a 3x3 middle depthwise conv: kernels (0, 3).
-  ib3 = [d.oneof.choices.index(0 if d.path.endswith('/start_kernel_size')
-                               else 3) for d in schema.decisions(fine)]
+  # Every block an IB with a 3x3 middle depthwise conv: kernels (0, 3); a
+  # strided block's op choice is the one with a middle depthwise conv.
+  ib3 = [0 if d.path.endswith(('/start_kernel_size', '/layers/0')) else
+         d.oneof.choices.index(3) for d in schema.decisions(fine)]
   assert architecture.prune(fine, ib3) == _without_skips(
       architecture.prune(coarse, indices))
 

@@ -177,6 +177,13 @@ def test_every_layer_token_round_trips():
           '+skip, endpoint, gap')
   assert architecture.block_string(tower) == text
   assert architecture.parse_block_string(text) == tower
+  # A strided UIB without a middle depthwise conv (its start one strides).
+  uib = specs.UniversalInvertedBottleneck(5, 0, specs.FilterMultiplier(4.0),
+                                          2)
+  assert architecture.parse_block_string('8: uib_a5_k0_e4_s2_relu') == (
+      specs.ConvTower((specs.Block((uib,), 8),)))
+  assert architecture.block_string(specs.ConvTower((specs.Block((uib,), 8),))
+                                   ) == '8: uib_a5_k0_e4_s2_relu'
   assert architecture.parse_block_string(
       '8: ib_k3_e6_relu_seg-relu') == specs.ConvTower((specs.Block((
           specs.DepthwiseBottleneck(3, specs.FilterMultiplier(6.0),
@@ -224,10 +231,10 @@ _UIB_FORMAT = ('expected uib_a<start kernel>_k<middle kernel>_e<expansion>'
                              f'{_UIB_FORMAT}'),
     ('8: uib_a3_k3_e4_s2', "UIB token 'uib_a3_k3_e4_s2' needs one activation "
                            'after the stride, and nothing else'),
-    ('8: uib_a3_k0_e4_s2_relu',
-     "malformed layer token 'uib_a3_k0_e4_s2_relu': a UIB with stride 2 "
-     'needs a middle depthwise conv to carry it; middle_kernel_size 0 may be '
-     '0 (none)'),
+    ('8: uib_a0_k0_e4_s2_relu',
+     "malformed layer token 'uib_a0_k0_e4_s2_relu': a UIB with stride 2 and "
+     'no middle depthwise conv strides its start depthwise conv; '
+     'start_kernel_size 0 may be 0 (none), a strided FFN'),
     ('8: warp', "unknown layer token 'warp'; valid: conv.., sep.., ib_.., "
                 'uib_.., skip, gap, endpoint, +<layer>, relu, relu6, swish6, '
                 'sigmoid, identity'),

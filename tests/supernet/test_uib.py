@@ -1,6 +1,7 @@
 """The UIB block: layer order, norms and activations, and its weight sharing."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -52,8 +53,11 @@ def _bn(x, values, scope):
 
 
 def _reference(x, values, start, middle, strides):
+  # The middle depthwise conv carries the stride, else the start one (timm).
+  start_strides = 1 if middle else strides
   if start:
-    x = _bn(_depthwise(x, values[f'uib/start_depthwise_k{start}/kernel'], 1),
+    x = _bn(_depthwise(x, values[f'uib/start_depthwise_k{start}/kernel'],
+                       start_strides),
             values, f'uib/start_depthwise_bn_k{start}')  # No activation.
   h = np.maximum(_bn(np.einsum('nhwc,cd->nhwd', x,
                                values['uib/expand/kernel'][0, 0]),
@@ -84,6 +88,7 @@ def _randomize(session, rng):
     (5, 3, 2, 16),    # ExtraDW with a stride
     (0, 3, 2, 16),    # IB
     (3, 0, 1, CIN),   # ConvNext-like
+    (5, 0, 2, 16),    # ConvNext-like with a stride: on the start DW
     (0, 0, 1, 16),    # FFN
 ])
 def test_a_uib_computes_the_published_layers(start, middle, strides, cout):
@@ -108,18 +113,40 @@ def test_a_uib_computes_the_published_layers(start, middle, strides, cout):
                               f'depthwise_bn_k{middle}'} if middle else set())
 
 
+def _family(strides=1, start=(0, 3, 5), middle=(0, 3, 5)):
+  return _uib(OneOf(start, schema.OP), OneOf(middle, schema.OP), strides)
+
+
 def _searched_uib(strides=1):
-  middle = (3, 5) if strides > 1 else (0, 3, 5)
-  return _uib(OneOf((0, 3, 5), schema.OP), OneOf(middle, schema.OP), strides)
+  """mobilenet_v4's searched block, with this test's expansion."""
+  if strides == 1:
+    return _family()
+  return OneOf((_family(strides, middle=(3, 5)),
+                _family(strides, start=(3, 5), middle=(0,))), schema.OP)
 
 
-@pytest.mark.parametrize('strides', [1, 2])
+def _kernels(prefix, start, middle):
+  return ([f'{prefix}/start_depthwise_k{k}/kernel' for k in start]
+          + [f'{prefix}/depthwise_k{k}/kernel' for k in middle])
+
+
+@pytest.mark.parametrize('strides, kernels', [
+    # Every instantiation shares one expand and one project conv.
+    (1, ['uib/expand/kernel', 'uib/project/kernel']
+     + _kernels('uib', (3, 5), (3, 5))),
+    # Two op choices: with a middle DW (6) and the ConvNext-like (2), whose
+    # 1x1 expansions run at different resolutions.
+    (2, [f'uib/choices/{i}/{conv}/kernel' for i in (0, 1)
+         for conv in ('expand', 'project')]
+     + _kernels('uib/choices/0', (3, 5), (3, 5))
+     + _kernels('uib/choices/1', (3, 5), ())),
+])
 def test_the_supernet_shares_the_1x1_convs_and_runs_the_sampled_block(
-    strides):
+    strides, kernels):
   rng = np.random.default_rng(1)
   x = rng.normal(size=(4, 8, 8, CIN)).astype(np.float32)
   layer = _searched_uib(strides)
-  sizes = (3, len(layer.middle_kernel_size.choices))
+  sizes = [d.num_choices for d in schema.decisions(layer)]
   combos = list(itertools.product(*[range(n) for n in sizes]))
   with tf.Graph().as_default(), tf.compat.v1.Session() as session:
     masks = [tf.compat.v1.placeholder(tf.float32, [n]) for n in sizes]
@@ -131,15 +158,11 @@ def test_the_supernet_shares_the_1x1_convs_and_runs_the_sampled_block(
     alone = [builder.build_layer(
         architecture.with_indices(layer, list(c)), 'uib', widths.fixed(CIN),
         widths.fixed(CIN), ctx).apply(tf.constant(x)) for c in combos]
-    # The nine (or six) stand-alone blocks reuse the supernet's variables:
-    # one expand and one project conv for all of them.
+    # The stand-alone blocks reuse the supernet's variables.
     assert len(tf.compat.v1.global_variables()) == before
     names = sorted(v.op.name for v in tf.compat.v1.global_variables()
                    if v.op.name.endswith('/kernel'))
-    assert names == sorted(
-        ['uib/expand/kernel', 'uib/project/kernel']
-        + [f'uib/start_depthwise_k{k}/kernel' for k in (3, 5)]
-        + [f'uib/depthwise_k{k}/kernel' for k in (3, 5)])
+    assert names == sorted(kernels)
     _randomize(session, rng)
     for c, want in zip(combos, alone):
       feed = {m: np.eye(m.shape[0], dtype=np.float32)[i]
@@ -148,20 +171,44 @@ def test_the_supernet_shares_the_1x1_convs_and_runs_the_sampled_block(
       np.testing.assert_allclose(got, expected, atol=1e-5, err_msg=str(c))
 
 
-def test_a_strided_uib_needs_a_middle_depthwise_conv():
-  with pytest.raises(ValueError, match='a UIB with stride 2 needs a middle '
-                     'depthwise conv to carry it'):
-    UniversalInvertedBottleneck(OneOf((0, 3), schema.OP),
-                                OneOf((0, 3), schema.OP),
-                                FilterMultiplier(4.0), strides=2)
+def test_a_strided_block_has_eight_instantiations():
+  # Nine pairs of kernels but the strided FFN, which has no conv to stride.
+  layer = _searched_uib(strides=2)
+  pruned = {architecture.prune(layer, list(c)) for c in itertools.product(
+      *[range(d.num_choices) for d in schema.decisions(layer)])}
+  pairs = {(u.start_kernel_size, u.middle_kernel_size) for u in pruned}
+  assert len(pruned) == len(pairs) == 8
+  assert pairs == set(itertools.product((0, 3, 5), (0, 3, 5))) - {(0, 0)}
+  assert {u.stride_on_start for u in pruned if u.middle_kernel_size == 0} == {
+      True}
+
+
+@pytest.mark.parametrize('start, middle, message', [
+    # A strided FFN: no depthwise conv to carry the stride.
+    (0, 0, 'a UIB with stride 2 and no middle depthwise conv strides its '
+     'start depthwise conv; start_kernel_size 0 may be 0 (none), a strided '
+     'FFN'),
+    (OneOf((0, 3), schema.OP), 0, 'start_kernel_size OneOf(choices=(0, 3), '
+     "tag='op') may be 0 (none), a strided FFN"),
+    # Which conv strides may not depend on a choice.
+    (3, OneOf((0, 3), schema.OP), 'a UIB with stride 2 strides its middle '
+     'depthwise conv, or its start one when it has no middle one, so the '
+     'middle kernel may not be searched between 0 (none) and a size'),
+])
+def test_a_strided_uib_needs_a_depthwise_conv_that_always_strides(
+    start, middle, message):
+  with pytest.raises(ValueError, match=re.escape(message)):
+    UniversalInvertedBottleneck(start, middle, FilterMultiplier(4.0),
+                                strides=2)
 
 
 def test_a_deferred_build_of_uib_choices_uses_each_weight_once():
   # The deferred update needs each weight of a choice used by that choice
   # alone (builder._check_dead_gradients): the depthwise kernels are inside
-  # the kernel choices, the shared 1x1 convs outside them.
+  # the kernel choices, the shared 1x1 convs outside them, and the two
+  # kinds of strided block are two op choices with a 1x1 expansion each.
   tower = ConvTower((
-      Block((Conv(3, strides=2), _searched_uib(strides=2),
+      Block((Conv(3, strides=2), _searched_uib(strides=2), _searched_uib(),
              Residual(OneOf((_searched_uib(), Zero()), schema.OP))),
             OneOf((8, 16), schema.FILTERS)),))
   decisions = schema.decisions(tower)
@@ -174,6 +221,9 @@ def test_a_deferred_build_of_uib_choices_uses_each_weight_once():
                            forms.deferred(widths.SAMPLED), uses=uses)
   assert logits.shape.as_list() == [2, 5]
   once = set(uses.used_once())
-  assert 'blocks/0/layers/2/layer/choices/0/start_depthwise_k5/kernel' in once
-  assert 'blocks/0/layers/1/expand/kernel' not in once  # Outside a choice.
-  assert uses.scales('blocks/0/layers/1/expand/kernel') is None
+  assert {'blocks/0/layers/3/layer/choices/0/start_depthwise_k5/kernel',
+          'blocks/0/layers/1/choices/0/expand/kernel',
+          'blocks/0/layers/1/choices/1/expand/kernel',
+          'blocks/0/layers/1/choices/1/start_depthwise_k3/kernel'} <= once
+  assert 'blocks/0/layers/2/expand/kernel' not in once  # Outside a choice.
+  assert uses.scales('blocks/0/layers/2/expand/kernel') is None

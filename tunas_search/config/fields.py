@@ -266,11 +266,13 @@ class SearchConfig(TrainingFields):
       'abs', 'Reward function combining accuracy and cost.')
   cost_model: str = option('pixel1_latency', 'Cost model of the reward; '
                            'none for plain accuracy.')
-  # The space whose Pixel-1 latency model scores the search; None: the
-  # search space itself. Read it through `effective_cost_model_space`.
+  # The space the cost model scores the search as; None: the search space
+  # itself. Read it through `effective_cost_model_space`.
   cost_model_space: Optional[str] = option(
-      None, 'Space whose Pixel-1 latency model scores the search (default: '
-      'the search space).')
+      None, 'Space the cost model scores the search as (default: the search '
+      'space): pixel1_latency uses the Pixel-1 model fitted to this space, '
+      'measured needs a latency model calibrated on it; madds and params '
+      'count any space and ignore it.')
   cost_model_file: Optional[str] = option(
       None, 'Latency model of --cost_model=measured: the latency_model.json '
       'that bin/calibrate_latency.py writes.')

@@ -248,24 +248,29 @@ def _uib_depthwise(terms: Terms, kernels: Dist, channels: Any, area_in: int,
 
 def _uib(layer: UniversalInvertedBottleneck, x: _State, out: Dist, ops,
          base_width: int, terms: Terms):
-  """docs/mobilenet_v4.md: start DW (stride 1), expand, middle DW (stride),
-  project; BN after each, no biases."""
+  """docs/mobilenet_v4.md: start DW, expand, middle DW, project; BN after
+  each, no biases. The middle DW carries the stride, or the start DW in a
+  block without a middle one, whose expansion then runs at the output's
+  resolution (`stride_on_start`)."""
   size = _out_size(x.size, layer.strides)
   mults = _dist(layer.expansion_filters, ops, _multiplier)
   exp, cin = _expanded(x.width, mults, ops, base_width)
   e, expand = exp.means(ops, exp.values, exp.values * cin)
   cin_mean, cout = x.width.mean(ops), out.mean(ops)
   area_in, area = x.size * x.size, size * size
+  # The resolution between the two depthwise convs: the expansion's.
+  area_mid = area if layer.stride_on_start else area_in
   start_p, start_m = _uib_depthwise(
-      terms, _dist(layer.start_kernel_size, ops), cin_mean, area_in, area_in,
-      ops)
+      terms, _dist(layer.start_kernel_size, ops), cin_mean, area_in,
+      area_mid, ops)
   middle_p, middle_m = _uib_depthwise(
-      terms, _dist(layer.middle_kernel_size, ops), e, area_in, area, ops)
+      terms, _dist(layer.middle_kernel_size, ops), e, area_mid, area, ops)
   project = e * cout
-  terms.add('expand1x1', expand * area_in, (cin_mean + e) * area_in + expand)
+  terms.add('expand1x1', expand * area_mid,
+            (cin_mean + e) * area_mid + expand)
   terms.add('project1x1', project * area, (e + cout) * area + project)
   params = start_p + expand + 2.0 * e + middle_p + project + 2.0 * cout
-  madds = start_m + expand * area_in + middle_m + project * area
+  madds = start_m + expand * area_mid + middle_m + project * area
   return _State(out, size), params, madds
 
 
@@ -381,6 +386,7 @@ def _cached_graph_count(masked_spec, context, ops):
 class _Analytic(base.CostModel):
   """Shared part of `Madds` and `Params`: they apply to any ConvTower."""
   _which = 0
+  additive = True  # `count` sums its layers' counts.
 
   def applies(self, space_name: str, spec: Any) -> bool:
     del space_name  # Any ConvTower of specs records can be counted.

@@ -58,6 +58,10 @@ class CostModel(abc.ABC):
   unit: str = ''
   # Whether the model reads a file named by `CostContext.cost_model_file`.
   needs_file: bool = False
+  # Whether a cost is a sum of per-layer terms, each depending only on its
+  # layer's input width and resolution and its layer's own decisions (plus
+  # a constant): `ranges.cost_range` is then exact for fixed widths.
+  additive: bool = False
 
   @abc.abstractmethod
   def applies(self, space_name: str, spec: Any) -> bool:

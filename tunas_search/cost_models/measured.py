@@ -226,6 +226,8 @@ class MeasuredLatency(base.CostModel):
   name = 'measured'
   unit = 'ms'
   needs_file = True
+  # An intercept plus a linear function of features summed over layers.
+  additive = True
 
   def applies(self, space_name: str, spec: Any) -> bool:
     del space_name  # Any ConvTower; the file says which space it fits.

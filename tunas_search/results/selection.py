@@ -17,8 +17,9 @@ probabilities come from `analysis.analyze`):
     the argmax, and the costs of architectures sampled from the controller;
   * `choose`: the architecture a rule returns: `argmax` (TuNAS), `in_window`
     (the most probable of the argmax and a seeded sample of the
-    controller's architectures whose cost lies in the target's window), or
-    `auto` (the argmax when it lies in the window, else `in_window`).
+    controller's architectures whose cost lies in the target's window; when
+    none does, the one nearest the target: `nearest`), or `auto` (the argmax
+    when it lies in the window, else `in_window`).
 """
 
 import dataclasses
@@ -39,6 +40,9 @@ ARGMAX, IN_WINDOW, AUTO = (config_rules.ARGMAX, config_rules.IN_WINDOW,
 RULES = config_rules.SELECTION_RULES
 RELATIVE_WINDOW = config_rules.RELATIVE_WINDOW
 NUM_SAMPLES = config_rules.SELECTION_SAMPLES
+# What `in_window` falls back to when no candidate lies in the window: the
+# candidate nearest the target (`Choice.resolved`).
+NEAREST = 'nearest'
 # A decision whose largest probability reaches this counts as settled.
 SETTLED_PROBABILITY = 0.9
 
@@ -171,7 +175,11 @@ class Choice:
 
   Attributes:
     rule: the rule asked for.
-    resolved: `argmax` or `in_window` (what `auto` became).
+    resolved: what the rule became: `argmax`, `in_window` (a candidate in
+      the window), or `nearest` (in_window found none in the window and
+      took the candidate nearest the target).
+    label: `rule`, or `rule -> resolved` where they differ (`auto ->
+      nearest`), as logs and reports name the choice.
     indices: canonical choice indices.
     architecture: `indices` as an architecture string.
     cost: its cost, None without a cost model.
@@ -190,9 +198,15 @@ class Choice:
   in_window: Optional[bool]
   settling: Settling
 
+  @property
+  def label(self) -> str:
+    return (self.rule if self.resolved == self.rule
+            else f'{self.rule} -> {self.resolved}')
+
   def to_dict(self) -> Dict[str, Any]:
     out = dataclasses.asdict(self)
     out['settling'] = self.settling.to_dict()
+    out['label'] = self.label
     return out
 
 
@@ -261,9 +275,9 @@ class Distribution:
 
     `in_window` takes, among the argmax and the sampled architectures whose
     cost lies in the window, the most probable; if none lies in it, the one
-    nearest the target (the more probable of equally near ones). `auto` is
-    `argmax` when the argmax lies in the window (or there is no target),
-    else `in_window`.
+    nearest the target (the more probable of equally near ones), resolved as
+    `nearest`. `auto` is `argmax` when the argmax lies in the window (or
+    there is no target), else `in_window` (or `nearest`).
 
     Raises:
       SelectionError: for an unknown rule, or `in_window` without a cost
@@ -285,6 +299,8 @@ class Distribution:
           self._decisions, self._probabilities,
           [self._argmax] + self._samples,
           [self._argmax_cost] + list(self._costs), self.window, self._target)
+      if not _inside(cost, self.window):
+        resolved = NEAREST
     return Choice(
         rule=rule, resolved=resolved, indices=indices,
         architecture=architecture.format_indices(indices),
@@ -379,9 +395,7 @@ def format_text(choice: Choice, unit: str = '') -> str:
   """A few lines: the rule's choice and how settled the controller is."""
   s = choice.settling
   unit = f' {unit}' if unit else ''
-  lines = [f'final architecture ({choice.rule}'
-           + (f' -> {choice.resolved}' if choice.rule == AUTO else '') +
-           f'): {choice.architecture}']
+  lines = [f'final architecture ({choice.label}): {choice.architecture}']
   if choice.cost is not None:
     where = ''
     if choice.window is not None:

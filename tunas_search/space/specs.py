@@ -115,14 +115,21 @@ def _kernel_choices(value: Any) -> Tuple[Any, ...]:
 class UniversalInvertedBottleneck:
   """MobileNetV4's Universal Inverted Bottleneck (UIB; docs/mobilenet_v4.md).
 
-  [start depthwise k_a x k_a (stride 1) -> BN] -> 1x1 expand -> BN -> act ->
-  [middle depthwise k_m x k_m (stride) -> BN -> act] -> 1x1 project -> BN
+  [start depthwise k_a x k_a -> BN] -> 1x1 expand -> BN -> act ->
+  [middle depthwise k_m x k_m -> BN -> act] -> 1x1 project -> BN
   (Qin et al. 2024, section 4). A kernel size of `NO_DEPTHWISE` (0) leaves
   that depthwise conv out: IB (0, k), ConvNext-like (k, 0), ExtraDW (k1,
   k2), FFN (0, 0). The 1x1 convs and their BNs are shared by every choice of
-  the two kernel sizes. The stride is the middle depthwise conv's, so a
-  strided UIB needs one in every choice. Not residual by itself: wrap it in
-  `Residual` for a skip connection.
+  the two kernel sizes. Not residual by itself: wrap it in `Residual` for a
+  skip connection.
+
+  The stride is the middle depthwise conv's, or the start one's in a block
+  without a middle one (`stride_on_start`; timm's rule, TF Model Garden's
+  `middle_dw_downsample=False`), so the 1x1 expansion then runs at the
+  output's resolution. Which conv strides must not depend on a choice: a
+  strided block's middle kernel is either never none or always none, and in
+  the latter case its start kernel is never none (a strided FFN has no
+  conv to carry the stride).
   """
   start_kernel_size: Union[int, OneOf]
   middle_kernel_size: Union[int, OneOf]
@@ -132,12 +139,29 @@ class UniversalInvertedBottleneck:
 
   def __post_init__(self):
     _check_activation(self.activation)
-    if self.strides != 1 and NO_DEPTHWISE in _kernel_choices(
-        self.middle_kernel_size):
+    if self.strides == 1:
+      return
+    middle = set(_kernel_choices(self.middle_kernel_size))
+    if NO_DEPTHWISE in middle and len(middle) > 1:
       raise ValueError(
-          f'a UIB with stride {self.strides} needs a middle depthwise conv '
-          f'to carry it; middle_kernel_size {self.middle_kernel_size!r} may '
-          f'be {NO_DEPTHWISE} (none)')
+          f'a UIB with stride {self.strides} strides its middle depthwise '
+          'conv, or its start one when it has no middle one, so the middle '
+          f'kernel may not be searched between {NO_DEPTHWISE} (none) and a '
+          f'size: got {self.middle_kernel_size!r}; make the two kinds of '
+          'block two op choices')
+    if middle == {NO_DEPTHWISE} and NO_DEPTHWISE in _kernel_choices(
+        self.start_kernel_size):
+      raise ValueError(
+          f'a UIB with stride {self.strides} and no middle depthwise conv '
+          'strides its start depthwise conv; start_kernel_size '
+          f'{self.start_kernel_size!r} may be {NO_DEPTHWISE} (none), a '
+          'strided FFN')
+
+  @property
+  def stride_on_start(self) -> bool:
+    """Whether the start depthwise conv carries the stride (no middle one)."""
+    return self.strides != 1 and set(
+        _kernel_choices(self.middle_kernel_size)) == {NO_DEPTHWISE}
 
 
 @serialization.register
