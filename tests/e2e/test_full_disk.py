@@ -4,10 +4,13 @@ before intact, and a rerun after space is freed resumes.
 
 The full disk is injected, not provoked: the Saver's save and the events
 writer's flush raise exactly what TensorFlow raises on a full disk (see
-tests/runtime/test_model_dir.py), after the Saver has left what a failed write
-leaves (its temp dir).
+tests/test_model_dir.py), after the Saver has left what a failed write
+leaves (its temp dir). The rerun finds the disk still full until it has
+freed the failed save's space, so it must do that before any write.
 """
 
+import builtins
+import errno
 import os
 
 import pytest
@@ -57,6 +60,32 @@ def _full_disk_at_events_flush(monkeypatch, model_dir, after_checkpoint):
   monkeypatch.setattr(tf1.summary.FileWriter, 'flush', failing_flush)
 
 
+def _full_until_freed(monkeypatch, model_dir, temp):
+  """A disk still full as long as the failed save's temp dir `temp` is
+  there: every write under `model_dir` fails as TensorFlow's file system and
+  Python's report it. A rerun must free that space before it writes."""
+  gfile, real_open = tf.io.gfile.GFile, builtins.open
+
+  def full(path, mode):
+    return (any(m in mode for m in 'wax+') and
+            str(path).startswith(model_dir) and os.path.isdir(temp))
+
+  class FullGFile(gfile):
+
+    def __init__(self, name, mode='r'):
+      if full(name, mode):
+        raise tf.errors.ResourceExhaustedError(None, None,
+                                               f'{name}; {_NO_SPACE}')
+      super().__init__(name, mode)
+
+  def full_open(file, mode='r', *args, **kwargs):
+    if full(file, mode):
+      raise OSError(errno.ENOSPC, _NO_SPACE, file)
+    return real_open(file, mode, *args, **kwargs)
+  monkeypatch.setattr(tf.io.gfile, 'GFile', FullGFile)
+  monkeypatch.setattr(builtins, 'open', full_open)
+
+
 def _intact(model_dir, steps):
   for step in steps:
     prefix = os.path.join(model_dir, f'model.ckpt-{step}')
@@ -88,8 +117,11 @@ def test_search_stops_on_a_full_disk_and_resumes_after(tmp_path):
       f'checkpoints up to {latest} are intact')
   assert tf.train.latest_checkpoint(model_dir) == latest
   _intact(model_dir, (0, 2))
-  # Space freed: the rerun removes the failed save and resumes from 2.
-  result = runner.run_search(config, tiny.tiny_spec())
+  # The disk still full but for the failed save: the rerun frees its space
+  # before it writes anything, and resumes from 2.
+  with pytest.MonkeyPatch.context() as patch:
+    _full_until_freed(patch, model_dir, os.path.dirname(failed[0]))
+    result = runner.run_search(config, tiny.tiny_spec())
   assert result.step == 4
   _intact(model_dir, (0, 2, 4))
   assert not os.path.exists(os.path.join(model_dir, 'model.ckpt-4_temp'))
@@ -112,6 +144,7 @@ def test_train_eval_stops_on_a_full_disk_and_resumes_after(tmp_path,
       f'checkpoints up to {model_dir}/model.ckpt-1 are intact')
   _intact(model_dir, (0, 1))
   monkeypatch.undo()
+  _full_until_freed(monkeypatch, model_dir, os.path.dirname(failed[0]))
   assert train_eval.run(config, test_train_eval.SPEC) is None
   _intact(model_dir, (0, 1, 2))
   assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-2')

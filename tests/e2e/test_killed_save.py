@@ -1,14 +1,16 @@
 """A real search killed with SIGKILL while it writes a checkpoint resumes
 when the same command is rerun (the tools as subprocesses, as a user runs
-them).
+them): from the step the kill left, with the values a resume from that
+checkpoint computes.
 
 Where the kill lands is not left to a race between a poll and the save's
 speed: the search pauses inside its save of step 4, after the shard is
 written and before the shards are merged (a graph-building patch of
 `MergeV2Checkpoints`, tunas_search/runtime/checkpoints.py, step 2), until the test,
 polling for the save's temp dir, kills it. Each kind of unfinished save is
-rebuilt deterministically in tests/runtime/test_checkpoints.py and
-tests/e2e/test_model_dir_e2e.py.
+rebuilt deterministically, and resumed in process, in
+tests/test_checkpoints.py and tests/e2e/test_reruns_keep_checkpoints.py (the
+fast variant of this test).
 """
 
 import os
@@ -17,6 +19,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
 from tests.bin.test_quiet_errors import HANG_GUARD_S
@@ -71,17 +75,43 @@ def _kill_while_saving(model_dir: str, step: int) -> None:
   assert search.returncode == -signal.SIGKILL, stderr[-3000:]
 
 
+def _values(model_dir):
+  """The latest checkpoint's step, controller (logits, Adam slots, EMA
+  baseline) and classifier values."""
+  reader = tf.train.load_checkpoint(model_dir)
+  return {name: reader.get_tensor(name)
+          for name in reader.get_variable_to_shape_map()
+          if name.startswith(('global_step', 'rlcontroller/', 'classifier/'))}
+
+
+@pytest.mark.slow  # Four searches as subprocesses: a minute or more.
 def test_search_killed_while_saving_resumes_with_the_same_command(tmp_path):
+  # The uninterrupted search, then the same rerun from checkpoint 2 on
+  # request: what a resume from 2 computes (a resumed run reads its input
+  # from the start again, so it differs from the uninterrupted run, which is
+  # also what a restart from step 0 would compute).
+  reference = str(tmp_path / 'reference')
+  ok(run_tool('search', f'--model_dir={reference}', *FLAGS))
+  uninterrupted = _values(reference)
+  ok(run_tool('search', f'--model_dir={reference}',
+              '--resume_from=model.ckpt-2', *FLAGS))
+  on_request = _values(reference)
   model_dir = str(tmp_path / 'search')
   _kill_while_saving(model_dir, 4)
   assert os.path.isdir(os.path.join(model_dir, 'model.ckpt-4_temp'))
   assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-2')
   done = run_tool('search', f'--model_dir={model_dir}', *FLAGS)
   assert 'Search at step 6' in ok(done)
+  assert f'search of {TUTORIAL_SPACE} in {model_dir}: step 2 of 6' in (
+      done.stderr), done.stderr[-3000:]
   assert 'saves that did not finish' in done.stderr
   assert 'Traceback' not in done.stderr
-  final = tf.train.load_checkpoint(model_dir)
-  assert final.get_tensor('global_step') == 6
-  # The controller's baseline continued from checkpoint 2, not from zero.
-  assert final.get_tensor('rlcontroller/baseline/count') == 6
   assert not os.path.exists(os.path.join(model_dir, 'model.ckpt-4_temp'))
+  resumed = _values(model_dir)
+  assert resumed['global_step'] == 6
+  assert resumed['rlcontroller/baseline/count'] == 6
+  for name, value in on_request.items():
+    np.testing.assert_allclose(resumed[name], value, rtol=1e-5, atol=1e-6,
+                               err_msg=name)
+  assert max(np.max(np.abs(uninterrupted[name] - on_request[name]))
+             for name in on_request) > 1e-4

@@ -23,15 +23,6 @@ from tests.files import rewrite_checkpoint_without
 from tests.files import snapshot
 
 
-@pytest.fixture(scope='module')
-def finished(tmp_path_factory):
-  """A tiny search run to step 4 (checkpoints 0, 2, 4)."""
-  model_dir = str(tmp_path_factory.mktemp('search') / 'run')
-  runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
-                    tiny.tiny_spec())
-  return model_dir
-
-
 def _copy(finished, tmp_path):
   target = str(tmp_path / 'copy')
   shutil.copytree(finished, target)

@@ -226,13 +226,16 @@ def test_resume_from_makes_an_older_checkpoint_the_latest(tmp_path):
       directory, 2)
   model_dir_lib.check(directory)
   assert tf.train.latest_checkpoint(directory) == _prefix(directory, 2)
-  # Unrecorded now and unreadable, the damaged checkpoint 3 is no
-  # checkpoint any more: like an unfinished save, the next run removes it.
+  # Unrecorded now, the damaged checkpoint 3 is still a (damaged)
+  # checkpoint, never an unfinished save: nothing removes it.
   with pytest.raises(ModelDirError, match='not a checkpoint of .*'
-                     'checkpoints: model.ckpt-1, model.ckpt-2$'):
+                     'checkpoints: model.ckpt-1, model.ckpt-2, '
+                     'model.ckpt-3$'):
     model_dir_lib.resume_from(directory, 'model.ckpt-7')
-  assert model_dir_lib.unfinished_saves(directory) == sorted(
-      glob.glob(_prefix(directory, 3) + '.*'))
+  with pytest.raises(ModelDirError, match='model.ckpt-3 cannot be read'):
+    model_dir_lib.resume_from(directory, 'model.ckpt-3')
+  assert model_dir_lib.unfinished_saves(directory) == []
+  assert len(glob.glob(_prefix(directory, 3) + '.*')) == 3
 
 
 def test_damage_can_require_finite_values(tmp_path):
@@ -251,7 +254,8 @@ def test_stale_temp_dirs_are_removed(tmp_path):
   stale.write_text('x')
   keep = tmp_path / 'eval'
   keep.mkdir()
-  removed = model_dir_lib.remove_unfinished_saves(str(tmp_path))
+  with model_dir_lib.exclusive(str(tmp_path)) as lock:
+    removed = model_dir_lib.remove_unfinished_saves(lock)
   assert removed == [str(tmp_path / 'model.ckpt-5_temp')]
   assert sorted(os.listdir(tmp_path)) == ['eval']
 

@@ -188,8 +188,8 @@ def test_missing_checkpoint_lists_the_runs_checkpoints_and_writes_nothing(
   with pytest.raises(export.ExportError) as error:
     export.export_run(run_dir, export_dir, checkpoint=missing)
   message = str(error.value)
-  assert message.startswith(f'{missing} is not a checkpoint')
-  assert message.endswith(f'checkpoints of {run_dir}: {", ".join(names)}')
+  assert message == (f'{missing} is not a checkpoint of {run_dir}; '
+                     f'checkpoints: {", ".join(names)}')
   assert '\n' not in message
   _assert_unchanged(export_dir, files)
 
@@ -223,6 +223,6 @@ def test_an_unfinished_save_is_not_exported(tmp_path):
   with pytest.raises(export.ExportError) as error:
     export.export_run(run_dir, str(tmp_path / 'other'), checkpoint=unfinished)
   assert str(error.value) == (
-      f'{unfinished} is not a checkpoint (no model.ckpt-8.index, or its save '
-      f'did not finish); checkpoints of {run_dir}: model.ckpt-7')
+      f'{unfinished} is not a checkpoint of {run_dir} (its save did not '
+      'finish); checkpoints: model.ckpt-7')
   assert not os.path.exists(tmp_path / 'other')

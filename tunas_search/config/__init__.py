@@ -20,6 +20,7 @@ from tunas_search.config.persistence import CONFIG_FILENAME
 from tunas_search.config.persistence import load_existing
 from tunas_search.config.persistence import MODEL_SPEC_FILENAME
 from tunas_search.config.persistence import OtherJobError
+from tunas_search.config.persistence import check_resume
 from tunas_search.config.persistence import write_or_check
 from tunas_search.config.validation import check
 from tunas_search.config.validation import check_cost_model_file
@@ -41,7 +42,7 @@ __all__ = [
     'MIN_IMAGE_SIZE', 'MODEL_SPEC_FILENAME', 'OtherJobError',
     'RESUMABLE_FIELDS', 'RUNTIME_FIELDS', 'SUPERNET_WIDTHS', 'SearchConfig',
     'TrainingFields', 'UNUSED_WEIGHT_STEPS', 'VALIDATION_WEIGHTS', 'check',
-    'check_cost_model_file', 'check_image_size', 'check_seed',
+    'check_cost_model_file', 'check_resume', 'check_image_size', 'check_seed',
     'load_existing', 'option', 'validate_training',
     'write_or_check',
 ]

@@ -7,7 +7,7 @@ name (a search's `SearchConfig`, train/eval's `TrainEvalConfig`).
 
 import dataclasses
 import os
-from typing import Any
+from typing import Any, Optional
 
 from absl import logging
 
@@ -82,6 +82,25 @@ def load_existing(cls, path: str):
                       ) from None
 
 
+def check_resume(config: Any, model_spec_json: str) -> Optional[Any]:
+  """The config of the run the model dir holds, if `config` may resume it;
+  None for a dir without one. Reads, never writes (`write_or_check` then
+  writes).
+
+  Raises:
+    ConfigError: as `write_or_check`.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  config_path = os.path.join(config.model_dir, CONFIG_FILENAME)
+  if not tf.io.gfile.exists(config_path):
+    return None
+  old = load_existing(type(config), config_path)
+  _check_resume(config, old,
+                os.path.join(config.model_dir, MODEL_SPEC_FILENAME),
+                model_spec_json)
+  return old
+
+
 def _check_resume(config: Any, old: Any, spec_path: str,
                   model_spec_json: str) -> None:
   """Raises ConfigError unless `config` may resume the run `old` started."""
@@ -127,9 +146,8 @@ def write_or_check(config: Any, model_spec_json: str) -> bool:
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   config_path = os.path.join(config.model_dir, CONFIG_FILENAME)
   spec_path = os.path.join(config.model_dir, MODEL_SPEC_FILENAME)
-  if tf.io.gfile.exists(config_path):
-    old = load_existing(type(config), config_path)
-    _check_resume(config, old, spec_path, model_spec_json)
+  old = check_resume(config, model_spec_json)
+  if old is not None:
     changes = config.resumable_changes(old)
     if changes:
       write_atomically(config_path, dataclasses.replace(

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from tunas_search.space import architecture
+from tunas_search.runtime import checkpoints as checkpoints_lib
 from tunas_search import config as config_lib
 from tunas_search.controller import policy as controller
 from tunas_search import cost_models
@@ -210,12 +211,24 @@ def logged_logits(scalars: Dict[str, Series],
 
 
 def checkpoint_steps(model_dir: str) -> Dict[int, str]:
-  """step -> checkpoint prefix of every checkpoint the dir still lists."""
-  state = tf.train.get_checkpoint_state(model_dir)
-  if state is None:
+  """step -> checkpoint prefix: the checkpoint a rerun restores and every
+  older checkpoint of the dir (`model_dir.checkpoint_prefixes`, whatever
+  their names); newer ones are left over, to be saved over by the run.
+
+  On a tie the restored checkpoint wins, then the state file's, then the
+  run's own name.
+  """
+  latest = model_dir_lib.restore_point(model_dir)
+  if latest is None:
     return {}
+  inventory = checkpoints_lib.Inventory(model_dir)
+  named, limit = inventory.named(), checkpoints_lib.step_of(latest)
+  older = [p for p in inventory.checkpoints()
+           if checkpoints_lib.step_of(p) <= limit]
   out = {}
-  for prefix in state.all_model_checkpoint_paths:
+  # Least preferred first, so that the preferred one is written last.
+  for prefix in sorted(older, key=lambda p: (p in named, os.path.basename(
+      p).startswith(checkpoints_lib.RUN_BASENAME + '-'))) + [latest]:
     step = _checkpoint_step(prefix)
     if step is not None:
       out[step] = prefix
@@ -226,8 +239,9 @@ def _checkpoint_step(prefix: str) -> Optional[int]:
   """The global step saved in a checkpoint; None if it is gone."""
   try:
     reader = tf.train.load_checkpoint(prefix)
-  except (tf.errors.OpError, ValueError):
-    return None  # Deleted by keep_checkpoint_max while we were looking.
+  except (tf.errors.OpError, ValueError, IndexError):
+    # Deleted by keep_checkpoint_max while we were looking, or damaged.
+    return None
   name = tf.compat.v1.GraphKeys.GLOBAL_STEP
   if reader.has_tensor(name):
     return int(reader.get_tensor(name))

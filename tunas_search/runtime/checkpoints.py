@@ -1,41 +1,39 @@
-"""A model dir's checkpoints: the state file, complete ones, unfinished saves.
+"""A model dir's checkpoints: what is one, and what is a save's garbage.
 
 `tf.train.Saver` (sharded, as the estimator's; TF 2.15 `saver.py`) writes
 a checkpoint `<prefix>` = `<model_dir>/model.ckpt-N` in this order:
   1. each shard into `<prefix>_temp/part-*` (through `.tempstate*` names);
-  2. `MergeV2Checkpoints` renames the shards' data to `<prefix>.data-*`, then
+  2. `MergeV2Checkpoints` renames the shards' data to `<prefix>.data-*`,
      writes `<prefix>.index` in place, then deletes the temp dir;
   3. the state file `checkpoint` is replaced atomically (through
      `checkpoint.tmp<32 hex digits>`) to name the new checkpoint;
-  4. the oldest checkpoint beyond `keep_checkpoint_max`, which the new state
-     no longer lists, is deleted: its index first, then its data.
-A kill or a full disk at any instant stops this somewhere. What it leaves is
-an *unfinished save*, garbage that `remove_unfinished_saves` deletes and that
-every listing here treats as absent:
-  * a `<prefix>_temp*` dir (1, 2) or an atomic write's `*.tmp<hex>` (3);
-  * data without an index, of a checkpoint the state file does not list
-    (2, 4);
-  * a checkpoint newer than the state file's latest (or in a dir without a
-    state file) that cannot be read completely: an empty or partial index
-    (2), missing or truncated data;
-  * a complete checkpoint older than every listed one while the state lists
-    `keep_checkpoint_max` of them: a deletion (4) that did not finish.
-Everything else is the user's: a listed checkpoint that cannot be read is
-damage (`model_dir.check` refuses it and names the newest intact one), and a
-complete checkpoint newer than the state file (left by `resume_from`, or
-saved just before a kill in 3) stays as TensorFlow leaves it: a run resumes
-from the state file's latest and overwrites it when it saves that step again.
-A first checkpoint (step 0) saved before any state file was written is
-recorded by `remove_unfinished_saves`, and resumed from. Beside a state file
-that cannot be parsed only temp dirs and leftovers count as unfinished.
+  4. the oldest checkpoint the state file lists beyond `keep_checkpoint_max`
+     is deleted: its index first, then its data.
+A kill or a full disk can stop this at any instant. `Inventory` sorts what a
+dir holds, once, for every caller (the listings, `model_dir.check`, the
+resume, export, analysis and the clean-up):
+  * *temporary files*: `<prefix>_temp` dirs (1, 2) and atomic writes'
+    `*.tmp<hex>` (3);
+  * an *unfinished save*: a checkpoint whose save provably did not finish:
+    its `<prefix>_temp` dir is still there (the merge deletes it last), it
+    cannot be read (no index, or an empty or partial one), and the state
+    file neither names it nor anything newer (or there is no state file);
+  * a *checkpoint*: any other prefix with an index, whatever its name (a
+    user's `milestone.ckpt-N` too) or age: *complete* if every variable reads
+    back (`damage`), *damaged* if not;
+  * other files with checkpoint names (data without an index and without
+    its save's temp dir: a deletion (4) cut short, or a user's damage) are
+    no checkpoint, and nobody's garbage either.
+Temporary files and unfinished saves are the only garbage: no run can use
+them, the listings ignore them, and `model_dir.remove_unfinished_saves`
+deletes them. A complete checkpoint is never garbage; a damaged one the state
+file names as latest is refused by `model_dir.check`, never removed.
 """
 
 import os
 import re
-import shutil
-from typing import Dict, List, NamedTuple, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
-from absl import logging
 from google.protobuf import text_format
 import numpy as np
 import tensorflow as tf
@@ -49,11 +47,15 @@ STATE_FILENAME = 'checkpoint'  # The name tf.train.Saver gives it.
 # the `.meta` the estimator's own saver hook writes.
 _CHECKPOINT_FILE = re.compile(
     r'^(.*\.ckpt-(\d+))\.(index|data-\d{5}-of-\d{5}|meta)$')
-# Step 1's temporary dir (`<prefix>_temp`, or `<prefix>_temp_<uuid>`).
-_TEMP_DIR = re.compile(r'^.*\.ckpt-\d+_temp.*$')
+# Step 1's temporary dir (`<prefix>_temp`; `<prefix>_temp_<hex>` in other
+# TensorFlow versions).
+_TEMP_DIR = re.compile(r'^(.*\.ckpt-\d+)_temp(_[0-9a-f]+)?$')
 # TensorFlow's atomic writes (`file_io.atomic_write_string_to_file`: the
 # state file, `.meta`, `graph.pbtxt`) and `resume_from`'s state file.
 _LEFTOVER = re.compile(r'^(.*\.tmp[0-9a-f]{32}|checkpoint\.tmp)$')
+# The prefix the estimator saves under: a checkpoint with this name and a
+# step the run saves again is written over.
+RUN_BASENAME = 'model.ckpt'
 
 
 class ModelDirError(config_lib.ConfigError):
@@ -68,8 +70,8 @@ def is_local(path: str) -> bool:
 
 
 def join(model_dir: str, path: str) -> str:
-  """`path` (absolute, or relative to `model_dir`) as `checkpoint_prefixes`
-  names it, so the two compare equal."""
+  """`path` (absolute, or relative to `model_dir`) as `Inventory` names it,
+  so the two compare equal."""
   if not is_local(path):
     return path  # Already a full gs://... path.
   if not is_local(model_dir):
@@ -84,40 +86,10 @@ def step_of(prefix: str) -> Optional[int]:
   return int(match.group(1)) if match else None
 
 
-class _Scan(NamedTuple):
-  """What a model dir holds that a save writes.
-
-  Attributes:
-    files: checkpoint prefix -> its files (index, data, meta).
-    indexed: the prefixes that have an index file.
-    temporary: temp dirs and atomic-write leftovers.
-  """
-  files: Dict[str, List[str]]
-  indexed: Set[str]
-  temporary: List[str]
-
-
-def _scan(model_dir: str) -> _Scan:
-  files, indexed, temporary = {}, set(), []
-  if not tf.io.gfile.isdir(model_dir):
-    return _Scan(files, indexed, temporary)
-  for name in sorted(n.rstrip('/') for n in tf.io.gfile.listdir(model_dir)):
-    path = join(model_dir, name)
-    match = _CHECKPOINT_FILE.match(name)
-    if match:
-      prefix = join(model_dir, match.group(1))
-      files.setdefault(prefix, []).append(path)
-      if match.group(3) == 'index':
-        indexed.add(prefix)
-    elif _LEFTOVER.match(name) or (_TEMP_DIR.match(name) and
-                                   tf.io.gfile.isdir(path)):
-      temporary.append(path)
-  return _Scan(files, indexed, temporary)
-
-
 def _empty_state():
   """An empty CheckpointState proto (its class has no public name)."""
-  state = tf1.train.generate_checkpoint_state_proto('.', 'x')
+  # Listing 'x' spares the log line TensorFlow writes when it adds it.
+  state = tf1.train.generate_checkpoint_state_proto('.', 'x', ['x'])
   state.Clear()
   return state
 
@@ -136,90 +108,6 @@ def _parse_state(model_dir: str):
   if not state.model_checkpoint_path:
     raise ValueError(f'{path} names no checkpoint')
   return state
-
-
-def read_state(model_dir: str):
-  """The parsed checkpoint state file, None if absent.
-
-  Raises:
-    ModelDirError: if the file is not a checkpoint state, naming the newest
-      intact checkpoint.
-  """
-  try:
-    return _parse_state(model_dir)
-  except ValueError as e:
-    raise damaged_error(model_dir, str(e)) from None
-
-
-_GARBAGE = object()  # A state file that cannot be parsed.
-
-
-def _state_or_garbage(model_dir: str):
-  """The state file's proto; None if absent; `_GARBAGE` if unparsable."""
-  try:
-    return _parse_state(model_dir)
-  except ValueError:
-    return _GARBAGE
-
-
-def _listed(model_dir: str, state) -> Set[str]:
-  if state is None:
-    return set()
-  return {join(model_dir, p) for p in
-          [state.model_checkpoint_path, *state.all_model_checkpoint_paths]}
-
-
-def _unfinished(model_dir: str, scan: _Scan, state,
-                keep_checkpoint_max: Optional[int]) -> List[str]:
-  """The paths of unfinished saves (module docstring), sorted."""
-  if state is _GARBAGE:  # No record to tell an unfinished checkpoint by.
-    return sorted(scan.temporary)
-  listed = _listed(model_dir, state)
-  latest = step_of(state.model_checkpoint_path) if state else None
-  oldest = min((s for s in map(step_of, listed) if s is not None),
-               default=None)
-  found = list(scan.temporary)
-  for prefix, files in scan.files.items():
-    if prefix in listed:
-      continue  # The user's, even if damaged.
-    step = step_of(prefix)
-    if prefix not in scan.indexed:
-      found += files
-    elif latest is None or step > latest:
-      if damage(prefix) is not None:
-        found += files
-    elif (keep_checkpoint_max and len(listed) >= keep_checkpoint_max and
-          oldest is not None and step < oldest and damage(prefix) is None):
-      found += files
-  return sorted(found)
-
-
-def unfinished_saves(model_dir: str,
-                     keep_checkpoint_max: Optional[int] = None) -> List[str]:
-  """The files and dirs of unfinished saves in `model_dir` (module
-  docstring); reads, never writes.
-
-  Args:
-    model_dir: the model dir.
-    keep_checkpoint_max: the run's; None never counts a complete checkpoint
-      as an unfinished deletion.
-  """
-  return _unfinished(model_dir, _scan(model_dir), _state_or_garbage(model_dir),
-                     keep_checkpoint_max)
-
-
-def checkpoint_prefixes(model_dir: str) -> List[str]:
-  """Every checkpoint in `model_dir` with an index file, oldest first,
-  except unfinished saves.
-
-  None in a dir that does not exist (yet: `model_dir.exclusive` creates it
-  late).
-  """
-  scan = _scan(model_dir)
-  unfinished = set(_unfinished(model_dir, scan, _state_or_garbage(model_dir),
-                               None))
-  return sorted((p for p in scan.indexed if p + '.index' not in unfinished),
-                key=step_of)
 
 
 def damage(prefix: str, require_finite: bool = False) -> Optional[str]:
@@ -247,9 +135,139 @@ def damage(prefix: str, require_finite: bool = False) -> Optional[str]:
   return None
 
 
+class Inventory:
+  """What a model dir holds that a save writes, sorted as the module
+  docstring says; reads, never writes.
+
+  Attributes:
+    model_dir: the dir.
+    state: the state file's proto; None if absent or unparsable.
+    state_error: why the state file cannot be parsed; None if it can (or
+      is absent).
+    files: checkpoint prefix -> its files (index, data, meta), sorted.
+    temporary: temp dirs and atomic-write leftovers, sorted.
+  """
+
+  def __init__(self, model_dir: str):
+    self.model_dir = model_dir
+    self.state, self.state_error = None, None
+    self.files: Dict[str, List[str]] = {}
+    self.temporary: List[str] = []
+    self._indexed: Set[str] = set()
+    self._saving: Set[str] = set()  # Prefixes whose temp dir is there.
+    self._damage: Dict[str, Optional[str]] = {}
+    if not tf.io.gfile.isdir(model_dir):
+      return
+    try:
+      self.state = _parse_state(model_dir)
+    except ValueError as e:
+      self.state_error = str(e)
+    for name in sorted(n.rstrip('/') for n in tf.io.gfile.listdir(model_dir)):
+      self._add(name)
+
+  def _add(self, name: str) -> None:
+    path = join(self.model_dir, name)
+    match = _CHECKPOINT_FILE.match(name)
+    temp = _TEMP_DIR.match(name)
+    if match:
+      prefix = join(self.model_dir, match.group(1))
+      self.files.setdefault(prefix, []).append(path)
+      if match.group(3) == 'index':
+        self._indexed.add(prefix)
+    elif temp and tf.io.gfile.isdir(path):
+      self.temporary.append(path)
+      self._saving.add(join(self.model_dir, temp.group(1)))
+    elif _LEFTOVER.match(name):
+      self.temporary.append(path)
+
+  def named(self) -> Set[str]:
+    """The prefixes the state file names (its latest among them)."""
+    if self.state is None:
+      return set()
+    return {join(self.model_dir, p) for p in
+            [self.state.model_checkpoint_path,
+             *self.state.all_model_checkpoint_paths]}
+
+  def latest(self) -> Optional[str]:
+    """The state file's latest checkpoint; None without a readable one."""
+    if self.state is None:
+      return None
+    return join(self.model_dir, self.state.model_checkpoint_path)
+
+  def damage(self, prefix: str) -> Optional[str]:
+    """`damage(prefix)`, read once per inventory."""
+    if prefix not in self._damage:
+      self._damage[prefix] = damage(prefix)
+    return self._damage[prefix]
+
+  def unfinished(self, prefix: str) -> bool:
+    """Whether `prefix` is an unfinished save (module docstring)."""
+    if prefix not in self._saving or self.state_error is not None:
+      return False  # No record to compare with beside a garbage state.
+    named = self.named()
+    steps = [step_of(p) for p in named]
+    if prefix in named or None in steps or (
+        steps and step_of(prefix) <= max(steps)):
+      return False
+    return self.damage(prefix) is not None
+
+  def checkpoints(self) -> List[str]:
+    """Every checkpoint, complete or damaged, oldest first."""
+    return sorted((p for p in self._indexed if not self.unfinished(p)),
+                  key=lambda p: (step_of(p), p))
+
+  def garbage(self) -> Tuple[List[str], List[str]]:
+    """(the files of unfinished saves, the temporary files), each sorted.
+
+    Delete them in this order: a temp dir is what proves its save
+    unfinished, so it goes last.
+    """
+    files = [path for prefix in sorted(self.files)
+             if self.unfinished(prefix) for path in self.files[prefix]]
+    return files, list(self.temporary)
+
+  def not_named(self) -> List[str]:
+    """The prefixes with files, no unfinished save, the state file does not
+    name, oldest first."""
+    named = self.named()
+    return sorted((p for p in self.files
+                   if p not in named and not self.unfinished(p)),
+                  key=lambda p: (step_of(p), p))
+
+
+def read_state(model_dir: str):
+  """The parsed checkpoint state file, None if absent.
+
+  Raises:
+    ModelDirError: if the file is not a checkpoint state, naming the newest
+      intact checkpoint.
+  """
+  try:
+    return _parse_state(model_dir)
+  except ValueError as e:
+    raise damaged_error(model_dir, str(e)) from None
+
+
+def unfinished_saves(model_dir: str) -> List[str]:
+  """The files and dirs of unfinished saves and temporary files in
+  `model_dir` (module docstring), sorted; reads, never writes."""
+  files, temporary = Inventory(model_dir).garbage()
+  return sorted(files + temporary)
+
+
+def checkpoint_prefixes(model_dir: str) -> List[str]:
+  """Every checkpoint in `model_dir`, complete or damaged, oldest first;
+  none of an unfinished save (`Inventory.checkpoints`).
+
+  None in a dir that does not exist (yet: `model_dir.exclusive` creates it
+  late).
+  """
+  return Inventory(model_dir).checkpoints()
+
+
 def newest_intact(model_dir: str, require_finite: bool = False,
                   before: Optional[str] = None) -> Optional[str]:
-  """The newest restorable checkpoint (older than `before` if given)."""
+  """The newest complete checkpoint (older than `before` if given)."""
   prefixes = checkpoint_prefixes(model_dir)
   if before is not None and before in prefixes:
     prefixes = prefixes[:prefixes.index(before)]
@@ -276,33 +294,37 @@ def damaged_error(model_dir: str, what: str,
 def unrecorded_first_save(model_dir: str, state,
                           prefixes: List[str]) -> Optional[str]:
   """The checkpoint of a first save killed before the state file was
-  written (3): the only checkpoints, at step 0, and no state file."""
-  if state is None and prefixes and all(step_of(p) == 0 for p in prefixes):
+  written (3): no state file, only complete checkpoints at step 0."""
+  if (state is None and prefixes and all(step_of(p) == 0 for p in prefixes)
+      and damage(prefixes[-1]) is None):
     return prefixes[-1]
   return None
 
 
 def find_checkpoint(model_dir: str, checkpoint: str,
-                    flag: str = 'resume_from') -> str:
-  """The prefix of `checkpoint` if it is an intact checkpoint of the dir.
+                    flag: Optional[str] = 'resume_from') -> str:
+  """The prefix of `checkpoint` if it is a complete checkpoint of the dir.
 
   Args:
     model_dir: the model dir.
     checkpoint: a checkpoint prefix in `model_dir`: absolute, relative to the
       working dir, or relative to `model_dir`.
-    flag: the flag that named it, for the message.
+    flag: the flag that named it, for the message; None names the
+      checkpoint alone.
 
   Returns:
     The checkpoint's prefix as `checkpoint_prefixes` names it.
 
   Raises:
     ModelDirError: if it is not one (an unfinished save is none), listing
-      the dir's checkpoints, or the dir does not exist.
+      the dir's checkpoints; if it cannot be read; or if the dir does not
+      exist.
   """
+  named = f'--{flag}={checkpoint}' if flag else checkpoint
   if not tf.io.gfile.isdir(model_dir):
-    raise ModelDirError(f'--{flag}={checkpoint}: model dir {model_dir} does '
-                        'not exist')
-  prefixes = checkpoint_prefixes(model_dir)
+    raise ModelDirError(f'{named}: model dir {model_dir} does not exist')
+  inventory = Inventory(model_dir)
+  prefixes = inventory.checkpoints()
   # As printed by this module (relative to the working dir) or relative to
   # the model dir; compared as absolute paths, so that either spelling of a
   # local path matches.
@@ -315,20 +337,45 @@ def find_checkpoint(model_dir: str, checkpoint: str,
                 None)
   if prefix is None:
     names = ', '.join(os.path.basename(p) for p in prefixes) or 'none'
-    raise ModelDirError(f'--{flag}={checkpoint} is not a checkpoint of '
-                        f'{model_dir}; checkpoints: {names}')
-  reason = damage(prefix)
+    unfinished = any(key(c) == key(p) and inventory.unfinished(p)
+                     for c in candidates for p in inventory.files)
+    raise ModelDirError(f'{named} is not a checkpoint of {model_dir}'
+                        + (' (its save did not finish)' if unfinished else '')
+                        + f'; checkpoints: {names}')
+  reason = inventory.damage(prefix)
   if reason is not None:
-    raise ModelDirError(f'--{flag}={checkpoint} cannot be read ({reason})')
+    raise ModelDirError(f'{named} cannot be read ({reason})')
   return prefix
+
+
+def write_state(model_dir: str, latest: str, listed: List[str]) -> None:
+  """Replaces the checkpoint state file atomically (relative paths).
+
+  Args:
+    model_dir: the model dir.
+    latest: the checkpoint the next run restores.
+    listed: the checkpoints the Saver may delete beyond
+      `keep_checkpoint_max`, oldest first (`latest` among them or not).
+  """
+  state = _empty_state()
+  state.model_checkpoint_path = os.path.basename(latest)
+  state.all_model_checkpoint_paths.extend(os.path.basename(p) for p in listed)
+  target = os.path.join(model_dir, STATE_FILENAME)
+  with tf.io.gfile.GFile(target + '.tmp', 'w') as f:
+    f.write(text_format.MessageToString(state))
+  tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
 
 
 def resume_from(model_dir: str, checkpoint: str) -> str:
   """Makes `checkpoint` the one the next run of `model_dir` restores.
 
-  Rewrites the checkpoint state file (atomically, relative paths) to list
-  the intact checkpoints up to `checkpoint`. Newer checkpoint files stay on
-  disk, unlisted; the next run overwrites them as it saves.
+  Rewrites the checkpoint state file to name it as the latest. The Saver
+  deletes only checkpoints the state file lists (`keep_checkpoint_max`), so
+  the new file lists only what the old one listed up to `checkpoint`
+  (complete ones): a checkpoint the old file did not list, `checkpoint`
+  itself included (a copy brought in, a backup restored), is never deleted
+  by the run. Newer checkpoint files stay on disk, unlisted; the next run
+  writes over those of the steps it saves again.
 
   Args:
     model_dir: the model dir.
@@ -339,60 +386,14 @@ def resume_from(model_dir: str, checkpoint: str) -> str:
     The checkpoint's prefix as `checkpoint_prefixes` names it.
 
   Raises:
-    ModelDirError: if it is not an intact checkpoint of `model_dir`.
+    ModelDirError: if it is not a complete checkpoint of `model_dir`.
   """
   prefix = find_checkpoint(model_dir, checkpoint)
-  prefixes = checkpoint_prefixes(model_dir)
-  kept = [p for p in prefixes[:prefixes.index(prefix)]
-          if damage(p) is None] + [prefix]
-  relative = [os.path.basename(p) for p in kept]
-  state = tf1.train.generate_checkpoint_state_proto(
-      model_dir, relative[-1], relative)
-  target = os.path.join(model_dir, STATE_FILENAME)
-  with tf.io.gfile.GFile(target + '.tmp', 'w') as f:
-    f.write(text_format.MessageToString(state))
-  tf.io.gfile.rename(target + '.tmp', target, overwrite=True)
+  inventory = Inventory(model_dir)
+  listed = [] if inventory.state is None else [
+      join(model_dir, p) for p in inventory.state.all_model_checkpoint_paths]
+  prefixes = inventory.checkpoints()
+  older = prefixes[:prefixes.index(prefix)]
+  kept = [p for p in older if p in listed and damage(p) is None]
+  write_state(model_dir, prefix, kept + ([prefix] if prefix in listed else []))
   return prefix
-
-
-def _remove(path: str) -> None:
-  if not tf.io.gfile.isdir(path):
-    tf.io.gfile.remove(path)
-  elif is_local(path):
-    shutil.rmtree(path, ignore_errors=True)
-  else:
-    tf.io.gfile.rmtree(path)
-
-
-def remove_unfinished_saves(model_dir: str,
-                            keep_checkpoint_max: Optional[int] = None
-                            ) -> List[str]:
-  """Deletes the unfinished saves of killed runs; logs one line if any.
-
-  A first save killed before the state file was written is then recorded
-  in a new state file (`resume_from`), so the run resumes from it. Call it
-  only while holding `model_dir.exclusive(model_dir)` (a live run's save is
-  unfinished while it writes) and once `model_dir.check` has passed.
-
-  Args:
-    model_dir: the model dir.
-    keep_checkpoint_max: the run's (`unfinished_saves`).
-
-  Returns:
-    The removed paths.
-  """
-  removed = unfinished_saves(model_dir, keep_checkpoint_max)
-  for path in removed:
-    _remove(path)
-  if removed:
-    logging.info('Removed %d file(s) of checkpoint saves that did not '
-                 'finish (a run killed or out of disk space while saving); '
-                 'no run can resume from them: %s', len(removed),
-                 ', '.join(removed))
-  first = unrecorded_first_save(model_dir, _state_or_garbage(model_dir),
-                                checkpoint_prefixes(model_dir))
-  if first is not None:
-    resume_from(model_dir, first)
-    logging.info('Recorded %s, saved by a run killed before it wrote the '
-                 'checkpoint state file; resuming from it', first)
-  return removed

@@ -12,8 +12,11 @@ summaries. Nothing a user ran may be lost or silently replaced, so:
     good checkpoints, and names the newest intact checkpoint; an unfinished
     save (a run killed or out of disk space while saving) is no checkpoint
     and no damage (`checkpoints`);
-  * `resume_from` makes an intact checkpoint the one the next run restores;
-  * `remove_unfinished_saves` deletes what a killed checkpoint write left;
+  * `remove_unfinished_saves` deletes what a killed checkpoint write left,
+    and nothing else, only under the lock, before the run writes anything;
+  * `prepare_restore` makes the state file name the checkpoint the run
+    restores (`--resume_from`'s, or a first save killed before it was
+    recorded) and names the checkpoints the run will write over;
   * `CheckpointSaver` never rewrites the checkpoint a run resumed from, and
     `DiskFullError` stops a run out of disk space in one line.
 The checkpoint listings live in `checkpoints`; this module re-exports them.
@@ -26,8 +29,9 @@ import fcntl
 import json
 import os
 import re
+import shutil
 import socket
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -38,7 +42,6 @@ from tunas_search.runtime.checkpoints import damage
 from tunas_search.runtime.checkpoints import find_checkpoint
 from tunas_search.runtime.checkpoints import ModelDirError
 from tunas_search.runtime.checkpoints import newest_intact
-from tunas_search.runtime.checkpoints import remove_unfinished_saves
 from tunas_search.runtime.checkpoints import resume_from
 from tunas_search.runtime.checkpoints import STATE_FILENAME
 from tunas_search.runtime.checkpoints import unfinished_saves
@@ -62,7 +65,7 @@ class Lock:
   """
 
   def __init__(self, model_dir: str, new: bool):
-    self._model_dir = model_dir
+    self.model_dir = model_dir
     self._path = os.path.join(model_dir, LOCK_FILENAME)
     # The dir did not exist when the run's checks began.
     self._new = new
@@ -79,29 +82,34 @@ class Lock:
         it (naming its pid and host when it has recorded them), or another
         run wrote into a dir that did not exist when this run's checks ran.
     """
-    if self._fd is not None or not _is_local(self._model_dir):
+    if self._fd is not None or not _is_local(self.model_dir):
       return
     try:
-      os.makedirs(self._model_dir, exist_ok=True)
-      fd = os.open(self._model_dir, os.O_RDONLY | os.O_DIRECTORY)
+      os.makedirs(self.model_dir, exist_ok=True)
+      fd = os.open(self.model_dir, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as e:
-      raise ModelDirError(f'cannot use model dir {self._model_dir}: '
+      raise ModelDirError(f'cannot use model dir {self.model_dir}: '
                           f'{e.strerror or e}') from None
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
       os.close(fd)
       raise ModelDirError(
-          f'model dir {self._model_dir} is in use by '
-          f'{_holder(self._model_dir)}; wait for that run to end or use '
+          f'model dir {self.model_dir} is in use by '
+          f'{_holder(self.model_dir)}; wait for that run to end or use '
           'another --model_dir') from None
-    if self._new and os.listdir(self._model_dir):
+    if self._new and os.listdir(self.model_dir):
       # The checks saw no dir: what the other run wrote went unchecked.
       os.close(fd)
       raise ModelDirError(
-          f'model dir {self._model_dir} was written by another run while '
+          f'model dir {self.model_dir} was written by another run while '
           'this one started; rerun to resume it, or use another --model_dir')
     self._fd = fd
+
+  @property
+  def held(self) -> bool:
+    """Whether this process holds the lock (never for a remote dir)."""
+    return self._fd is not None
 
   def release(self) -> None:
     """Drops the lock, if held."""
@@ -132,8 +140,9 @@ def exclusive(model_dir: str) -> Iterator[Lock]:
   An existing dir is locked at once, so that the run's checks read what no
   other run changes. A dir that does not exist yet is created and locked
   only by `Lock.acquire` (or `record_holder`): a run refused by its checks
-  leaves nothing behind. Remote dirs (gs://...) cannot be locked this way;
-  they are used unlocked, with a warning.
+  leaves nothing behind. Remote dirs (gs://..., any path with a scheme)
+  cannot be locked this way; they are used unlocked, with a warning, and
+  nothing is deleted there (`remove_unfinished_saves`).
 
   Yields:
     The lock; call `acquire()` before the run's first write and
@@ -187,7 +196,9 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
   fine (a new run), unless the run is to resume from one of its
   checkpoints. Unfinished saves count as absent (`checkpoints`); so does a
   missing state file beside a first checkpoint only (step 0), which a kill
-  before the state file was written leaves. Reads, never writes.
+  before the state file was written leaves. Checkpoints the state file does
+  not name are not the run's to restore: a damaged one is left (and named by
+  `prepare_restore`), not refused. Reads, never writes.
 
   Args:
     model_dir: the model dir.
@@ -208,22 +219,28 @@ def check(model_dir: str, resume_from: Optional[str] = None) -> None:
     return
   if not tf.io.gfile.isdir(model_dir):
     return
-  prefixes = checkpoint_prefixes(model_dir)
-  state = checkpoints.read_state(model_dir)
-  if state is None and not prefixes and not unfinished_saves(model_dir):
+  inventory = checkpoints.Inventory(model_dir)
+  if inventory.state_error is not None:
+    raise checkpoints.damaged_error(model_dir, inventory.state_error)
+  prefixes = inventory.checkpoints()
+  if (inventory.state is None and not inventory.files and
+      not inventory.temporary):
     return
   # Also for unfinished saves alone: they are removed only from a dir that
   # tunas_search wrote.
   _check_config_file(model_dir)
-  if state is None:
-    if prefixes and not checkpoints.unrecorded_first_save(model_dir, state,
+  if inventory.state is None:
+    if prefixes and not checkpoints.unrecorded_first_save(model_dir, None,
                                                           prefixes):
-      raise checkpoints.damaged_error(
-          model_dir, 'the checkpoint state file '
-          f'{os.path.join(model_dir, STATE_FILENAME)} is missing')
+      first_only = all(checkpoints.step_of(p) == 0 for p in prefixes)
+      raise checkpoints.damaged_error(model_dir, (
+          f'checkpoint {prefixes[-1]} cannot be read '
+          f'({inventory.damage(prefixes[-1])})' if first_only else
+          'the checkpoint state file '
+          f'{os.path.join(model_dir, STATE_FILENAME)} is missing'))
     return
-  latest = checkpoints.join(model_dir, state.model_checkpoint_path)
-  reason = damage(latest)
+  latest = inventory.latest()
+  reason = inventory.damage(latest)
   if reason is not None:
     raise checkpoints.damaged_error(
         model_dir, f'checkpoint {latest} cannot be read ({reason})',
@@ -241,6 +258,108 @@ def restore_point(model_dir: str,
     return checkpoints.join(model_dir, state.model_checkpoint_path)
   return checkpoints.unrecorded_first_save(model_dir, state,
                                            checkpoint_prefixes(model_dir))
+
+
+def _remove(path: str) -> None:
+  if not tf.io.gfile.isdir(path):
+    tf.io.gfile.remove(path)
+  elif _is_local(path):
+    shutil.rmtree(path, ignore_errors=True)
+  else:
+    tf.io.gfile.rmtree(path)
+
+
+def remove_unfinished_saves(lock: Lock) -> List[str]:
+  """Deletes the unfinished saves and temporary files of killed runs in the
+  locked dir (`checkpoints.Inventory.garbage`), nothing else; one log line.
+
+  Only while `lock` is held: a live run's save is unfinished while it writes,
+  and only the lock keeps live runs out. A remote dir cannot be locked
+  (`exclusive`), so there nothing is deleted and one line names what is left
+  (no run reads it). Call it once `check` has passed and before the run
+  writes anything, so that a rerun on a disk that is still full frees the
+  failed save's space first; before `prepare_restore`, whose `resume_from`
+  rewrites the state file the garbage is told by.
+
+  Args:
+    lock: the model dir's lock (`exclusive`), acquired.
+
+  Returns:
+    The removed paths, sorted.
+  """
+  files, temporary = checkpoints.Inventory(lock.model_dir).garbage()
+  garbage = files + temporary  # A temp dir proves its save unfinished: last.
+  if not garbage:
+    return []
+  if not lock.held:
+    logging.warning(
+        'Left %d file(s) of checkpoint saves that did not finish in %s: it '
+        'is not a local directory, so no lock keeps other runs out and one '
+        'may be writing them (no run reads them; delete them once no run '
+        'uses the dir): %s', len(garbage), lock.model_dir,
+        ', '.join(garbage))
+    return []
+  for path in garbage:
+    _remove(path)
+  logging.info('Removed %d file(s) of checkpoint saves that did not finish '
+               '(a run killed or out of disk space while saving); no run can '
+               'resume from them: %s', len(garbage), ', '.join(garbage))
+  return sorted(garbage)
+
+
+def prepare_restore(model_dir: str,
+                    resume_from: Optional[str] = None) -> Optional[str]:
+  """Makes the state file name the checkpoint the run restores; logs one
+  line naming the checkpoints the run will write over.
+
+  The checkpoint is `resume_from`'s (`checkpoints.resume_from`), the state
+  file's latest, or a first save killed before the state file was written,
+  which is then recorded as the Saver would have. Checkpoint files the state
+  file does not name, saved under the run's own name (`model.ckpt-N`) at a
+  later step than the restored one, are left as they are; the Saver writes
+  over them when it saves that step again, and the log line says so. Call it
+  after `remove_unfinished_saves`.
+
+  Args:
+    model_dir: a checked model dir (`check`).
+    resume_from: the checkpoint to continue from instead of the latest.
+
+  Returns:
+    The checkpoint the run restores; None for a new run.
+  """
+  if resume_from:
+    restored = checkpoints.resume_from(model_dir, resume_from)
+  else:
+    restored = restore_point(model_dir)
+    if restored is not None and checkpoints.read_state(model_dir) is None:
+      checkpoints.write_state(model_dir, restored, [restored])
+      logging.info('Recorded %s, saved by a run killed before it wrote the '
+                   'checkpoint state file; resuming from it', restored)
+  _log_checkpoints_in_the_way(model_dir, restored)
+  return restored
+
+
+def _log_checkpoints_in_the_way(model_dir: str,
+                                restored: Optional[str]) -> None:
+  inventory = checkpoints.Inventory(model_dir)
+  after = -1 if restored is None else checkpoints.step_of(restored)
+  in_the_way = [
+      p for p in inventory.not_named()
+      if os.path.basename(p).startswith(checkpoints.RUN_BASENAME + '-') and
+      checkpoints.step_of(p) > after]
+  if not in_the_way:
+    return
+  described = []
+  for prefix in in_the_way:
+    reason = inventory.damage(prefix)
+    described.append(os.path.basename(prefix) + (
+        ' (complete)' if reason is None else f' (cannot be read: {reason})'))
+  logging.warning(
+      'Left as they are in %s: %s, newer than %s and not named by the '
+      'checkpoint state file; the run writes over a step\'s files when it '
+      'saves that step again: move them elsewhere to keep them', model_dir,
+      ', '.join(described),
+      'the checkpoint the run resumes from' if restored else 'a new run')
 
 
 # What TensorFlow's Saver says when a graph variable is not in the checkpoint.

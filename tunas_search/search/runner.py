@@ -209,7 +209,8 @@ def run_search(config: SearchConfig, model_spec: Any,
       `search_input_fn(config)` (tests wrap it to inject faults).
     resume_from: a checkpoint of the model dir to continue from instead of
       the latest (e.g. the newest intact one when the latest is damaged).
-      Unfinished saves of killed runs are removed first (one log line).
+      Unfinished saves of killed runs are removed first, before anything is
+      written (one log line, `model_dir.remove_unfinished_saves`).
     environment: what the machine offers the step; default: probed
       (`probe_environment`).
 
@@ -240,28 +241,29 @@ def run_search(config: SearchConfig, model_spec: Any,
     # shared-weight update).
     plan = plan_lib.resolve(config, environment,
                             plan_lib.previous(config.model_dir, environment))
+    spec_json = serialization.dumps(model_spec, indent=1)
+    config_lib.check_resume(config, spec_json)
     with model_dir_lib.stopping_on_full_disk(config.model_dir):
-      return _run_locked(config, plan, environment, model_spec, hooks,
-                         input_fn, resume_from, lock, mirrored)
+      return _run_locked(config, plan, environment, model_spec, spec_json,
+                         hooks, input_fn, resume_from, lock, mirrored)
 
 
 def _run_locked(config: SearchConfig, plan: plan_lib.StepPlan,
                 environment: plan_lib.Environment, model_spec: Any,
+                spec_json: str,
                 hooks: Optional[List[tf1.train.SessionRunHook]],
                 input_fn: Optional[Callable], resume_from: Optional[str],
                 lock: model_dir_lib.Lock,
                 mirrored: Optional[estimators.Mirrored]) -> analysis.Analysis:
   """`run_search` once the checks have passed: writes, trains, reports."""
   lock.acquire()  # Creates a new model dir: the checks have passed.
-  resumed = config_lib.write_or_check(
-      config, serialization.dumps(model_spec, indent=1))
+  # First frees what a killed save left, so that a rerun on a disk that is
+  # still full has the space to write.
+  model_dir_lib.remove_unfinished_saves(lock)
+  resumed = config_lib.write_or_check(config, spec_json)
   plan_lib.write(plan, config.model_dir)
   lock.record_holder()
-  # Before `resume_from`: a damaged checkpoint it skips is the user's.
-  model_dir_lib.remove_unfinished_saves(config.model_dir,
-                                        config.keep_checkpoint_max)
-  if resume_from:
-    model_dir_lib.resume_from(config.model_dir, resume_from)
+  model_dir_lib.prepare_restore(config.model_dir, resume_from)
   summaries.write_layout(config, model_spec)  # TensorBoard's Custom Scalars.
   start = progress_lib.latest_step(config.model_dir)
   logging.info('%s search of %s in %s: step %d of %d (%d images per step)',

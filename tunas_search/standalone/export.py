@@ -224,16 +224,15 @@ def export_run(model_dir: str, export_dir: Optional[str] = None,
     config, spec = train_eval.load_run(model_dir)
   except ValueError as e:
     raise ExportError(str(e)) from None
-  prefixes = model_dir_lib.checkpoint_prefixes(model_dir)
-  if checkpoint and os.path.abspath(checkpoint) not in map(os.path.abspath,
-                                                          prefixes):
-    # Checked before anything is built or written (an unfinished save is
-    # no checkpoint); names the choices, as bin/export_model.py's
-    # --checkpoint does.
-    names = ', '.join(os.path.basename(p) for p in prefixes) or 'none'
-    raise ExportError(f'{checkpoint} is not a checkpoint (no '
-                      f'{os.path.basename(checkpoint)}.index, or its save '
-                      f'did not finish); checkpoints of {model_dir}: {names}')
+  if checkpoint:
+    # Checked before anything is built or written, as bin/export_model.py's
+    # --checkpoint is (an unfinished save is no checkpoint): names the
+    # choices.
+    try:
+      checkpoint = model_dir_lib.find_checkpoint(model_dir, checkpoint,
+                                                 flag=None)
+    except model_dir_lib.ModelDirError as e:
+      raise ExportError(str(e)) from None
   # The state file names only checkpoints whose save finished.
   checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
   if not checkpoint:

@@ -115,7 +115,8 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
     config: the validated config.
     model_spec: the spec `config.indices` indexes.
     lock: the model dir's lock (`model_dir.exclusive`), acquired once the
-      checks have passed, before anything is written.
+      checks have passed; unfinished saves are then removed
+      (`model_dir.remove_unfinished_saves`) before anything is written.
     resume_from: the checkpoint the run will continue from, if not the
       latest.
 
@@ -142,10 +143,14 @@ def prepare(config: TrainEvalConfig, model_spec: Any,
     # Checked before anything is written, so a bad dir leaves no trace.
     weights = SearchWeights.open(config.init_from_search, model_spec,
                                  config.num_classes, config.input_channels)
+  spec_json = serialization.dumps(model_spec, indent=1)
+  config_lib.check_resume(config, spec_json)
   if lock is not None:
     lock.acquire()  # Creates a new model dir: the checks have passed.
-  config_lib.write_or_check(config, serialization.dumps(model_spec,
-                                                        indent=1))
+    # Before any write: a rerun on a disk that is still full frees the
+    # killed save's space first.
+    model_dir_lib.remove_unfinished_saves(lock)
+  config_lib.write_or_check(config, spec_json)
   return weights
 
 
@@ -277,11 +282,7 @@ def run(config: TrainEvalConfig, model_spec: Any, hooks: Hooks = None,
     with model_dir_lib.stopping_on_full_disk(config.model_dir):
       weights = prepare(config, model_spec, lock, resume_from)
       lock.record_holder()
-      # Before `resume_from`: a damaged checkpoint it skips is the user's.
-      model_dir_lib.remove_unfinished_saves(config.model_dir,
-                                            config.keep_checkpoint_max)
-      if resume_from:
-        model_dir_lib.resume_from(config.model_dir, resume_from)
+      model_dir_lib.prepare_restore(config.model_dir, resume_from)
       with model_dir_lib.naming_missing_variables(config.model_dir):
         return _run_locked(config, model_spec, weights, hooks)
 
