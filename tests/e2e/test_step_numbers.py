@@ -108,6 +108,7 @@ def _numpy_cost(config, spec, indices) -> float:
 INDICES = [1, 1, 1, 0, 0, 0, 0]
 
 
+@pytest.mark.float_paths
 def test_logged_numbers_follow_their_formulas(tmp_path, monkeypatch):
   config = _config(tmp_path)
   spec = tiny.tiny_spec()

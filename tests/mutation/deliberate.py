@@ -61,14 +61,14 @@ BUGS = (
         'tf.one_hot(labels, config.num_classes), logits, '
         'label_smoothing=0.1)',
         ('tests/standalone/test_model_fn.py',)),
-    Bug('reported top-5 is the top-1', 'tunas_search/train_eval.py',
+    Bug('reported top-5 is the top-1', 'tunas_search/standalone/train_eval.py',
         "top_5_accuracy=float(metrics['top_5_accuracy'])",
         "top_5_accuracy=float(metrics['top_1_accuracy'])",
-        ('tests/test_train_eval.py',)),
+        ('tests/standalone/test_train_eval.py',)),
     Bug('TPU evaluation reports every example, not whole batches',
-        'tunas_search/train_eval.py',
+        'tunas_search/standalone/train_eval.py',
         'size = steps * config.eval_batch_size', 'size = size',
-        ('tests/test_train_eval.py',)),
+        ('tests/standalone/test_train_eval.py',)),
     Bug('light augmentation never flips', 'tunas_search/data/preprocessing.py',
         'return tf.image.stateless_random_flip_left_right(image, seeds[1])',
         'return image', ('tests/data/test_preprocessing.py',)),
@@ -86,14 +86,18 @@ BUGS = (
         'return (tf.cast(image, tf.float32) - mean) / std',
         'return (tf.cast(image, tf.float32) - mean) * std',
         ('tests/data/test_preprocessing.py',)),
-    Bug('search reward scored on the training labels', 'tunas_search/search.py',
+    Bug('search reward scored on the training labels',
+        'tunas_search/search/model_fn.py',
         '                       batch.validation_labels)',
         '                       batch.train_labels)',
         ('tests/e2e/test_step_numbers.py',)),
     Bug('exported latency is the mean, not the median',
-        'tunas_search/export.py', 'return Latency(statistics.median(times),',
-        'return Latency(statistics.mean(times),', ('tests/test_export.py',)),
-    Bug('sampled form computes the wrong width', 'tunas_search/supernet/widths.py',
+        'tunas_search/runtime/tflite.py',
+        'return Latency(statistics.median(times),',
+        'return Latency(statistics.mean(times),',
+        ('tests/runtime/test_tflite.py',)),
+    Bug('sampled form computes the wrong width',
+        'tunas_search/supernet/widths.py',
         'coefs * tf.constant(list(merged), tf.float32)',
         'coefs * tf.constant(list(merged)[::-1], tf.float32)',
         ('tests/supernet/test_sampled_widths.py',)),
@@ -131,7 +135,8 @@ def _pytest(work_dir: str, tests: List[str]) -> int:
 
 
 def _try(work_dir: str, bug: Bug) -> str:
-  """'caught', 'SURVIVED' or 'STALE' (its code is no longer there once)."""
+  """'caught', 'SURVIVED', 'ERROR' (pytest could not run the tests) or
+  'STALE' (the bug's code is no longer there exactly once)."""
   path = os.path.join(work_dir, bug.path)
   with open(path, encoding='utf-8') as f:
     source = f.read()
@@ -140,9 +145,10 @@ def _try(work_dir: str, bug: Bug) -> str:
   try:
     with open(path, 'w', encoding='utf-8') as f:
       f.write(source.replace(bug.old, bug.new))
-    # 1: a test failed; 2: collection failed (e.g. an import the bug broke).
-    return 'caught' if _pytest(work_dir, list(bug.tests)) in (1, 2) else (
-        'SURVIVED')
+    # pytest's 1: a test failed. 0 (and 5, all deselected as slow): none
+    # did. Anything else (collection or usage errors) says nothing.
+    code = _pytest(work_dir, list(bug.tests))
+    return {1: 'caught', 0: 'SURVIVED', 5: 'SURVIVED'}.get(code, 'ERROR')
   finally:
     with open(path, 'w', encoding='utf-8') as f:
       f.write(source)

@@ -181,6 +181,7 @@ def _assert_same(out, projection, context):
 
 @pytest.mark.parametrize('name', ['proxylessnas_search',
                                   'mobilenet_v3_like_search'])
+@pytest.mark.float_paths
 def test_same_loss_and_gradients_as_masked(nets, name):
   net = nets(name)
   spec = search_spaces.get(name).spec()
@@ -195,6 +196,7 @@ def test_same_loss_and_gradients_as_masked(nets, name):
                  f'{architecture.format_indices(indices)}')
 
 
+@pytest.mark.float_paths
 def test_same_under_op_warm_up(nets):
   """Op warm-up (every op on, averaged) with the widest filters."""
   net = nets('mobilenet_v3_like_search')
