@@ -4,7 +4,9 @@
 # `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
 # `make mutation` (outside CI, ~5 min) measures test strength with mutmut
-# over the pure-Python modules; see docs/mutation.md.
+# over the pure-Python modules, `make mutation-tf` with deliberate bugs in
+# the TensorFlow modules; see docs/mutation.md. `make test-isa` reruns the
+# float-sensitive tests under other CPU kernels (docs/testing.md).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -19,7 +21,8 @@ PAPER_SEEDS := 1 2 3
 MUTATION_DIR ?= build/mutation
 MUTATION_JOBS ?= 1
 
-.PHONY: venv test test-all smoke paper-question bench bench-xla mutation clean
+.PHONY: venv test test-all test-isa smoke paper-question bench bench-xla \
+	mutation mutation-tf clean
 
 venv: $(STAMP)
 
@@ -41,6 +44,18 @@ test: venv
 
 test-all: venv
 	$(PY) -m pytest -q tests
+
+# The tests marked float_paths (floats computed along two paths) under the
+# kernels of other CPUs: oneDNN limited to AVX2 and numpy's AVX-512 loops
+# off (an AVX2-only CPU), then oneDNN off with one intra-op thread (Eigen's
+# kernels, reductions split otherwise). docs/testing.md, "Float tolerances".
+NO_AVX512 := AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX \
+	AVX512_CNL AVX512_ICL
+test-isa: venv
+	ONEDNN_MAX_CPU_ISA=AVX2 NPY_DISABLE_CPU_FEATURES="$(NO_AVX512)" \
+	  $(PY) -m pytest -q -m 'float_paths and not slow' tests
+	TF_ENABLE_ONEDNN_OPTS=0 TF_NUM_INTRAOP_THREADS=1 \
+	  $(PY) -m pytest -q -m 'float_paths and not slow' tests
 
 smoke: venv
 	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --model_dir=$(SMOKE_DIR)
@@ -78,5 +93,10 @@ mutation: venv
 	$(PY) -m pip install --quiet -c requirements/cpu.txt -r requirements/mutation.txt
 	$(PY) tests/mutation/run.py --work_dir=$(MUTATION_DIR) --jobs=$(MUTATION_JOBS)
 
+# Deliberate bugs in the TensorFlow modules, each of which a named test must
+# catch (tests/mutation/deliberate.py); needs no mutmut.
+mutation-tf: venv
+	$(PY) tests/mutation/deliberate.py --work_dir=$(MUTATION_DIR)-tf
+
 clean:
-	rm -rf $(VENV) .pytest_cache $(MUTATION_DIR)
+	rm -rf $(VENV) .pytest_cache $(MUTATION_DIR) $(MUTATION_DIR)-tf

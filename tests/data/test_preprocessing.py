@@ -72,14 +72,32 @@ def test_inception_crop_covers_at_least_a_tenth():
 def test_inception_crop_without_a_crop_takes_the_centre_crop():
   # 12 x 256: a crop of 10% of the area with aspect <= 4/3 needs a height of
   # at least sqrt(0.1 * 12 * 256 * 3 / 4) ~ 15 pixels, more than 12. The
-  # released TuNAS takes the evaluation centre crop then (and flips it).
+  # released TuNAS takes the evaluation centre crop then, and flips it at
+  # random: exactly mirrored for some seeds, untouched for others.
   image = _ramp(12, 256)
   centre = preprocessing.centre_crop(image, 32, 3).numpy()
-  for seed in range(4):
+  flipped = []
+  for seed in range(8):
     out = preprocessing.inception_crop(image, tf.constant([seed, 1]), 32,
                                        3).numpy()
-    assert (np.array_equal(out, centre) or
-            np.array_equal(out, centre[:, ::-1])), seed
+    if np.array_equal(out, centre[:, ::-1]):
+      flipped.append(seed)
+    else:
+      np.testing.assert_array_equal(out, centre, err_msg=f'seed {seed}')
+  assert 0 < len(flipped) < 8, flipped
+
+
+def test_inception_crop_flips_some_crops():
+  # On the (y, x) ramp, channel 1 grows along each row unless the crop was
+  # flipped; both must happen over a few seeds.
+  rising = set()
+  for seed in range(8):
+    out = preprocessing.inception_crop(_ramp(256, 256),
+                                       tf.constant([seed, 5]), 32, 3).numpy()
+    steps = np.diff(out[..., 1], axis=1)
+    assert np.all(steps >= 0) or np.all(steps <= 0), seed
+    rising.add(bool(steps.sum() > 0))
+  assert rising == {True, False}
 
 
 def test_light_augment_shifts_by_at_most_one_eighth():
@@ -89,6 +107,27 @@ def test_light_augment_shifts_by_at_most_one_eighth():
     assert out.shape == (32, 32, 1)
     # Padding is 4 pixels, so at least 28x28 of the 32x32 stays the image.
     assert int(tf.reduce_sum(tf.cast(out > 0, tf.int32))) >= 28 * 28
+
+
+def test_light_augment_is_a_shift_mirrored_for_some_seeds():
+  # Every output is a 32x32 window of the zero-padded image, mirrored left
+  # to right for some seeds and not for others; random pixels make the
+  # window and its orientation unique.
+  image = np.random.default_rng(0).integers(1, 256, (32, 32, 3), np.uint8)
+  padded = np.pad(image, [(4, 4), (4, 4), (0, 0)]).astype(np.float32)
+  windows = {(dy, dx): padded[dy:dy + 32, dx:dx + 32]
+             for dy in range(9) for dx in range(9)}
+  mirrored = []
+  for seed in range(8):
+    out = preprocessing.light_augment(tf.constant(image),
+                                      tf.constant([seed, 2]), 32, 3).numpy()
+    plain = [k for k, w in windows.items() if np.array_equal(out, w)]
+    flipped = [k for k, w in windows.items()
+               if np.array_equal(out[:, ::-1], w)]
+    assert len(plain) + len(flipped) == 1, (seed, plain, flipped)
+    if flipped:
+      mirrored.append(seed)
+  assert 0 < len(mirrored) < 8, mirrored
 
 
 def test_preprocess_eval_of_embedded_is_plain_normalisation():

@@ -126,3 +126,26 @@ def test_generic_tfds_info(monkeypatch, height, augmentation, size):
 def test_num_validation_out_of_range():
   with pytest.raises(data.DataError, match='num_validation'):
     data.get_source('cifar10', None, num_validation=50000)
+
+
+def test_imagenet1001_labels_are_the_1000_class_labels_plus_one(monkeypatch):
+  # TuNAS's 1001-way classifier keeps output 0 for a background class, so
+  # TFDS's labels 0..999 must arrive as 1..1000 (docs/method.md section 6);
+  # plain 'imagenet' keeps them. A fake builder serves fixed labels.
+  tfds_labels = [0, 1, 417, 998, 999]
+  monkeypatch.setattr(tfds_datasets, '_builder',
+                      lambda name, data_dir: types.SimpleNamespace(name=name))
+  monkeypatch.setattr(
+      tfds_datasets, '_as_dataset', lambda builder, split, **kw:
+      tf.data.Dataset.from_tensor_slices(
+          (tf.zeros([len(tfds_labels)], tf.string),
+           tf.constant(tfds_labels, tf.int64))))
+
+  def labels(name, split):
+    source = data.get_source(name, '/data')
+    return [int(label) for _, label in source.examples(split)]
+
+  for split in ('train', 'validation', 'test', 'train_full'):
+    assert labels('imagenet', split) == tfds_labels, split
+    assert labels('imagenet1001', split) == [1, 2, 418, 999, 1000], split
+  assert data.get_info('imagenet1001').num_classes == 1001

@@ -108,6 +108,7 @@ def _numpy_cost(config, spec, indices) -> float:
 INDICES = [1, 1, 1, 0, 0, 0, 0]
 
 
+@pytest.mark.float_paths
 def test_logged_numbers_follow_their_formulas(tmp_path, monkeypatch):
   config = _config(tmp_path)
   spec = tiny.tiny_spec()
@@ -217,3 +218,23 @@ def test_validation_pass_waits_for_the_update_only_post_update(
          'validation_labels': tf.zeros([config.train_batch_size], tf.int32)},
         tf.estimator.ModeKeys.TRAIN, {})
     assert _depends_on(captured['accuracy'], captured['after']) == waits
+
+
+def test_validation_accuracy_is_the_top_1_of_the_validation_batch(
+    tmp_path, monkeypatch):
+  # The reward's quality: argmax of each validation logit row against the
+  # validation labels (not the training ones), averaged over the batch.
+  logits = np.array([[3, 1, 0], [0, 1, 2], [0, 5, 1], [2, 4, 0]], np.float32)
+  monkeypatch.setattr(search, 'validation_logits',
+                      lambda *args, **kwargs: tf.constant(logits))
+  config = _config(tmp_path)
+  with tf.Graph().as_default():
+    batch = search._Batch(  # pylint: disable=protected-access
+        train_images=None, train_labels=tf.constant([0, 2, 1, 1]),
+        validation_images=tf.zeros([4, 28, 28, 1]),
+        validation_labels=tf.constant([0, 1, 1, 0]))
+    accuracy = search._validation_accuracy(  # pylint: disable=protected-access
+        config, plan_lib.resolve(config), None, batch, tf.no_op(), None)
+    with tf1.Session() as session:
+      # Rows 0 and 2 are right: 2 of 4, exact in float32.
+      assert session.run(accuracy) == 0.5

@@ -100,6 +100,7 @@ def expected_indices(spec, values):
       spec, [int(np.argmax(v)) for v in values])
 
 
+@pytest.mark.float_paths
 def test_latest_checkpoint_gives_argmax_and_softmax(search_dir):
   model_dir, spec, decisions, logged = search_dir
   result = analysis.analyze(model_dir)
@@ -135,6 +136,7 @@ def test_costs_match_cost_models(search_dir):
   assert 20.0 < result.costs['pixel1_latency'] < 250.0
 
 
+@pytest.mark.float_paths
 def test_step_picks_the_last_logged_point(search_dir):
   model_dir, spec, _, logged = search_dir
   result = analysis.analyze(model_dir, step=25)
@@ -206,6 +208,7 @@ def test_plot_without_matplotlib_fails_clearly(search_dir, monkeypatch,
   assert not (tmp_path / 'x.png').exists()
 
 
+@pytest.mark.float_paths
 def test_probability_history(search_dir):
   model_dir, _, decisions, logged = search_dir
   scalars = analysis.read_scalars(model_dir)

@@ -291,6 +291,42 @@ def test_tpu_evaluation_needs_a_split_of_one_batch_before_training(tmp_path):
   train_eval.check_inputs(dataclasses.replace(config, mode='train'))
 
 
+# Evaluation -----------------------------------------------------------------
+
+class _FakeEstimator:
+  """Returns fixed metrics from `evaluate`, recording how it was called."""
+
+  def __init__(self, metrics):
+    self.metrics, self.calls = metrics, []
+
+  def evaluate(self, input_fn, steps, name):
+    self.calls.append((steps, name))
+    return self.metrics
+
+
+@pytest.mark.parametrize('use_tpu,steps,examples', [
+    (False, None, 2000),
+    # A TPU evaluates whole batches: 6 of 300 of the 2,000 test images.
+    (True, 6, 1800)])
+def test_evaluation_reports_the_estimators_numbers(tmp_path, use_tpu, steps,
+                                                   examples):
+  config = make_config(tmp_path / 'run', use_tpu=use_tpu, eval_batch_size=300)
+  os.makedirs(config.model_dir)
+  metrics = {'top_1_accuracy': np.float32(0.25),
+             'top_5_accuracy': np.float32(0.75), 'loss': np.float32(1.5),
+             'global_step': np.int64(7)}
+  estimator = _FakeEstimator(metrics)
+  result = train_eval._evaluate(estimator, config, SPEC)
+  assert estimator.calls == [(steps, 'test')]
+  assert (result.top_1_accuracy, result.top_5_accuracy, result.loss,
+          result.global_step, result.num_examples, result.split) == (
+              0.25, 0.75, 1.5, 7, examples, 'test')
+  assert result.architecture == LARGEST
+  with open(train_eval.results_path(config.model_dir, 'test')) as f:
+    saved = json.load(f)
+  assert saved == dataclasses.asdict(result)
+
+
 # CLI ------------------------------------------------------------------------
 
 def run_cli(*args):

@@ -27,6 +27,7 @@ STEPS = 14
 
 
 @pytest.mark.parametrize('momentum', [0.0, 0.5, 0.9])
+@pytest.mark.float_paths
 def test_closed_form_matches_zero_gradient_steps(momentum):
   rng = np.random.RandomState(0)
   with tf.Graph().as_default(), tf1.Session() as sess:
@@ -107,6 +108,7 @@ def _run(tmp_path, mode: str, validation_weights: str, nan_step=None,
 @pytest.mark.parametrize('validation_weights, nan_step, widths', [
     ('pre_update', None, 'auto'), ('post_update', None, 'auto'),
     ('pre_update', 6, 'auto'), ('pre_update', None, 'masked')])
+@pytest.mark.float_paths
 def test_deferred_steps_give_every_step_weights(tmp_path, validation_weights,
                                                 nan_step, widths):
   # The deferred form's gradients of unused weights are dead, not zero

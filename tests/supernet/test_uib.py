@@ -91,6 +91,7 @@ def _randomize(session, rng):
     (5, 0, 2, 16),    # ConvNext-like with a stride: on the start DW
     (0, 0, 1, 16),    # FFN
 ])
+@pytest.mark.float_paths
 def test_a_uib_computes_the_published_layers(start, middle, strides, cout):
   rng = np.random.default_rng(0)
   x = rng.normal(size=(4, 9, 9, CIN)).astype(np.float32)
