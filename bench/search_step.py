@@ -13,13 +13,13 @@ both sides run the same path.
 Keys:
   search_vs_sampled_parts_ratio: the search step computing at the sampled
     widths (`supernet_widths=auto` off TPU) with unused weights' RMSProp
-    steps deferred (`unused_weight_steps=deferred`, an option) / (training
+    steps deferred (`unused_weight_steps=deferred`, what `auto` resolves
+    to on one replica off TPU: the default search step) / (training
     step + validation inference of the architecture built stand-alone at
     its own widths); goal <= 1.10.
   every_step_vs_sampled_parts_ratio: the same with TuNAS's optimiser,
-    every weight updated every step (`unused_weight_steps=every_step`, what
-    `auto` resolves to; search_every_step_ms): the search step as a CPU or
-    GPU search runs it by default.
+    every weight updated every step (`unused_weight_steps=every_step`, as
+    TPU and several replicas run it; search_every_step_ms).
   search_vs_parts_ratio: search step in TuNAS's masked form (largest widths,
     masked; `supernet_widths=masked`; unused weights' steps deferred) / the
     same parts built at the largest widths of the sampled ops; goal <= 1.10.

@@ -34,20 +34,22 @@ def _tpu(replicas=8, **overrides):
 def test_the_default_plan_on_a_cpu():
   plan = plan_lib.resolve(_config())
   assert plan == plan_lib.StepPlan(
-      xla=False, width_form='sampled', shared_update='every_step',
+      xla=False, width_form='sampled', shared_update='deferred',
       validation_weights='pre_update', gradient_sync_barrier=True,
       controller_on_host=False, compute_dtype='float32')
   assert plan.describe() == (
-      'step plan: graph build, sampled widths, every_step RMSProp, '
+      'step plan: graph build, sampled widths, deferred RMSProp, '
       'pre_update validation, barrier on, controller placed by TensorFlow, '
       'float32')
 
 
 @pytest.mark.parametrize('overrides, environment, widths, update', [
-    # TuNAS's every-step update unless deferred is asked for
-    # (docs/DESIGN.md, "The step plan").
-    (dict(), Environment(), 'sampled', 'every_step'),
-    (dict(), GPU, 'sampled', 'every_step'),
+    # The deferred update wherever it can run: one replica, the graph
+    # build, epsilon > 0 (docs/DESIGN.md, "The step plan").
+    (dict(), Environment(), 'sampled', 'deferred'),
+    (dict(), GPU, 'sampled', 'deferred'),
+    (dict(model_rmsprop_epsilon=0.0), Environment(), 'sampled',
+     'every_step'),
     (dict(unused_weight_steps='deferred'), Environment(), 'sampled',
      'deferred'),
     (dict(unused_weight_steps='deferred'), GPU, 'sampled', 'deferred'),
@@ -143,9 +145,17 @@ def test_a_plan_is_checked_and_round_trips():
     plan_lib.StepPlan.from_json('{"xla": false}')
 
 
+def test_a_run_started_every_step_resumes_every_step_under_auto():
+  # `auto` was every_step for new runs before deferred became its default:
+  # such a run's checkpoints hold no deferred state.
+  every_step = plan_lib.resolve(_config(unused_weight_steps='every_step'))
+  resumed = plan_lib.resolve(_config(), Environment(), every_step)
+  assert resumed.shared_update == 'every_step'
+
+
 def test_a_resumed_run_keeps_its_update(tmp_path):
-  # A run that started deferred (asked for, or `auto` before every_step
-  # became its default) resumes deferred under `auto`.
+  # A run that started deferred (asked for, or by `auto`) resumes deferred
+  # under `auto`.
   deferred = plan_lib.resolve(_config(unused_weight_steps='deferred'))
   resumed = plan_lib.resolve(_config(), Environment(), deferred)
   assert resumed.shared_update == 'deferred'

@@ -61,7 +61,7 @@ def test_writes_config_spec_and_result(finished_search):
   assert stored['unused_weight_steps'] == 'auto'
   plan = plan_lib.previous(config.model_dir)
   assert plan == plan_lib.resolve(config, runner.probe_environment())
-  assert plan.shared_update == 'every_step' and plan.width_form == 'sampled'
+  assert plan.shared_update == 'deferred' and plan.width_form == 'sampled'
 
 
 def test_events_hold_every_scalar_and_logit(finished_search):

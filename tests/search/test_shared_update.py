@@ -22,8 +22,8 @@ def _config(**overrides) -> SearchConfig:
 
 
 @pytest.mark.parametrize('overrides, environment, kind, form', [
-    (dict(), plan_lib.Environment(), shared_update.EveryStepUpdate,
-     forms.every_step('sampled')),
+    (dict(), plan_lib.Environment(), shared_update.DeferredUpdate,
+     forms.deferred('sampled')),
     (dict(unused_weight_steps='deferred'), plan_lib.Environment(),
      shared_update.DeferredUpdate, forms.deferred('sampled')),
     (dict(supernet_widths='masked', unused_weight_steps='deferred'),

@@ -160,7 +160,46 @@ def _logits_atol(logits: np.ndarray) -> np.ndarray:
   return LOGITS_TOL * (np.abs(logits) + np.abs(logits).max())
 
 
-def _assert_same(out, projection, context):
+# A gradient mismatch confined to this many output channels of the deepest
+# weight that differs is a ReLU kink, not a wrong width or gradient.
+KINK_CHANNELS = 2
+
+
+def _kink(masked, sampled, gradients, scale) -> str:
+  """The weight where a ReLU kink splits the two forms' gradients, or ''.
+
+  A pre-activation within float32 rounding of a ReLU's (or ReLU6's, or
+  hard-swish's) kink can fall on either side in the two forms: the forward
+  values agree to rounding, but that element's gradient is passed in one
+  form and cut in the other. With batch norm over 4 images at 1x1 pixels it
+  moves a whole channel's gradient, and every weight below it (seen on an
+  AVX2-only AMD EPYC: one of 1,280 head channels, then 8% of the largest
+  gradient everywhere upstream; issue 52). The deepest weight whose gradient
+  differs then differs in one output channel; a wrong width or a wrong
+  gradient function moves whole tensors.
+  """
+  differing = [k for k in gradients
+               if np.any(np.abs(sampled[k] - masked[k]) > _gradient_atol(
+                   masked[k], scale))]
+  if not differing:
+    return ''
+  deepest = differing[-1]  # `gradients` is in the order the net builds them.
+  bad = np.abs(sampled[deepest] - masked[deepest]) > _gradient_atol(
+      masked[deepest], scale)
+  channels = np.any(bad.reshape(-1, bad.shape[-1]), axis=0)
+  return deepest if channels.sum() <= KINK_CHANNELS else ''
+
+
+def _gradient_atol(value, scale):
+  return GRADIENT_RTOL * np.abs(value) + GRADIENT_ATOL * scale
+
+
+def _assert_same(out, projection, context) -> bool:
+  """Asserts the two forms agree; False if a ReLU kink left gradients out.
+
+  The logits, the weight decay and the loss are always compared; the
+  gradients unless a kink explains their difference (`_kink`).
+  """
   masked, sampled = out['masked'], out['sampled']
   assert set(masked) == set(sampled), context
   difference = np.abs(sampled['logits'] - masked['logits'])
@@ -173,10 +212,13 @@ def _assert_same(out, projection, context):
                              err_msg=context)
   gradients = [k for k in masked if k not in ('logits', 'decay', 'loss')]
   scale = max(np.abs(masked[k]).max() for k in gradients)
+  if _kink(masked, sampled, gradients, scale):
+    return False
   for name in gradients:
     np.testing.assert_allclose(sampled[name], masked[name], rtol=GRADIENT_RTOL,
                                atol=GRADIENT_ATOL * scale,
                                err_msg=f'{context} {name}')
+  return True
 
 
 @pytest.mark.parametrize('name', ['proxylessnas_search',
@@ -186,14 +228,21 @@ def test_same_loss_and_gradients_as_masked(nets, name):
   net = nets(name)
   spec = search_spaces.get(name).spec()
   rng = np.random.default_rng(5)
-  for trial in range(3):
+  # Three architectures whose gradients are compared; one whose gradients a
+  # ReLU kink splits (`_kink`) counts its forward values only, and the next
+  # draw replaces it.
+  compared = 0
+  for trial in range(6):
     indices = architecture.random_indices(spec, rng)
     masks = [np.eye(d.num_choices, dtype=np.float32)[i]
              for d, i in zip(net.decisions, indices)]
     out = net.run(masks)
     assert np.abs(out['sampled']['logits']).max() > 1e-3
-    _assert_same(out, net.projection, f'{name} trial {trial}: '
-                 f'{architecture.format_indices(indices)}')
+    compared += _assert_same(out, net.projection, f'{name} trial {trial}: '
+                             f'{architecture.format_indices(indices)}')
+    if compared == 3:
+      break
+  assert compared == 3, f'{name}: gradients compared on {compared} of 6'
 
 
 @pytest.mark.float_paths
@@ -204,6 +253,7 @@ def test_same_under_op_warm_up(nets):
            if d.tag == schema.OP else
            np.eye(d.num_choices, dtype=np.float32)[
                architecture.widest_index(d)] for d in net.decisions]
+  # Gradients are compared unless a ReLU kink splits them (`_kink`).
   _assert_same(net.run(masks), net.projection, 'op warm-up')
 
 

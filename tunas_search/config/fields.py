@@ -307,8 +307,9 @@ class SearchConfig(TrainingFields):
       'ones on their momentum), deferred (an unused weight takes its missed '
       'steps in closed form when next used: the same values to float '
       'rounding, updating only the sampled path; one replica off TPU; '
-      'see docs/method.md) or auto (every_step for a new run; resuming a '
-      'run keeps its value).',
+      'see docs/method.md) or auto (deferred for a new run where it can '
+      'run: one replica, the graph build, model_rmsprop_epsilon > 0; '
+      'every_step elsewhere; resuming a run keeps its value).',
       choices=UNUSED_WEIGHT_STEPS)
   controller_placement: str = option(
       'auto', "Where the controller, cost model, reward, schedules and "

@@ -159,8 +159,10 @@ def _shared_update(config: SearchConfig, xla: bool,
                    previous: Optional[StepPlan]) -> str:
   """`unused_weight_steps` resolved: a resumed run keeps its update.
 
-  `auto` is TuNAS's every-step update for a new run; the deferred one is an
-  option on one replica off TPU (docs/DESIGN.md, "The step plan", says why).
+  `auto` is the deferred update for a new run wherever it can run (one
+  replica, the graph build, a positive RMSProp epsilon): the same values to
+  float rounding, and a faster step (docs/benchmarks.md). Elsewhere it is
+  TuNAS's every-step update (docs/DESIGN.md, "The step plan").
   """
   asked = config.unused_weight_steps
   if previous is not None:
@@ -171,7 +173,9 @@ def _shared_update(config: SearchConfig, xla: bool,
         f'{asked!r})')
     update = previous.shared_update
   elif asked == 'auto':
-    update = EVERY_STEP
+    can_defer = (not xla and validation.can_defer(config) and
+                 config.model_rmsprop_epsilon > 0)
+    update = DEFERRED if can_defer else EVERY_STEP
   else:
     update = asked
   if update == DEFERRED:
