@@ -35,6 +35,8 @@ DRAWS = 4000  # Simulated evaluations per group size: power +-0.007 (1 SE).
 # preset a 3,000-step search took ~8 minutes and a 1,000-step stand-alone
 # training ~2 (docs/evaluate_search.md, "Sizing").
 SEARCH_COST_IN_TRAININGS = 4.0
+# The grid `needs` searches.
+MAX_SEARCHES, MAX_SEEDS = 30, 20
 
 
 @functools.lru_cache(maxsize=None)
@@ -128,8 +130,8 @@ def detectable_difference(*, n_searched: int, n_random: int, seeds: int,
 
 
 def needs(difference: float, *, n_random: int, seed_std: float,
-          architecture_std: float, max_searches: int = 30,
-          max_seeds: int = 20,
+          architecture_std: float, max_searches: int = MAX_SEARCHES,
+          max_seeds: int = MAX_SEEDS,
           search_cost: float = SEARCH_COST_IN_TRAININGS,
           target_power: float = POWER, draws: int = DRAWS, seed: int = 0,
           alpha: float = ALPHA) -> Optional[Dict[str, Any]]:
