@@ -20,6 +20,7 @@ Pure numpy; every number it uses is in the returned dict, so the verdict
 can be recomputed from evaluation.json.
 """
 
+import math
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
@@ -107,6 +108,9 @@ def decide(searched: Sequence[float], random: Sequence[float], *,
         f'80% power; p = {p_value:.3f})'))
   needs = power.needs(decisive_difference, **design)
   out['needs'] = needs
+  detects = (f'this design detects {detectable:.2f}' if math.isfinite(
+      detectable) else f'{searched.size} vs {random.size} cannot reach p <= '
+             f'{power.ALPHA:g}')
   if needs is None:
     why = (f'needs more than {power.MAX_SEARCHES} searches x '
            f'{power.MAX_SEEDS} seeds (the architectures '
@@ -115,5 +119,5 @@ def decide(searched: Sequence[float], random: Sequence[float], *,
     why = f'needs {needs["searches"]} searches x {needs["seeds"]} seeds'
   return dict(out, kind=UNDECIDED, text=(
       f'{head}; undecided at this budget: {why} (with {random.size} random '
-      f'ones, to detect {decisive_difference:g} point at 80% power; this '
-      f'design detects {detectable:.2f}; p = {p_value:.3f})'))
+      f'ones, to detect {decisive_difference:g} point at 80% power; '
+      f'{detects}; p = {p_value:.3f})'))
