@@ -268,6 +268,13 @@ def _noise(entries: Dict[str, Dict[str, Any]], runs: List[int]
   return out
 
 
+def noise_of(candidates: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+  """The `noise` section recomputed from a report's per-candidate entries
+  (`candidates` of evaluation.json): what bench/evaluation_sizing.py reads."""
+  entries = {e['id']: e for e in candidates}
+  return _noise(entries, _compared_runs(entries))
+
+
 def build(plan: 'Plan', scores: Dict[str, List[float]],
           runs: Dict[str, List[Dict[str, Any]]], *, seeds: int, seed: int,
           bootstrap_resamples: int,
