@@ -32,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 # pylint: disable=g-import-not-at-top,wrong-import-position
+from tunas_search.evaluation import noise as noise_lib
 from tunas_search.evaluation import power
 from tunas_search.evaluation import report
 from tunas_search.evaluation import verdict
@@ -74,7 +75,7 @@ def size(path: str, *, split: str, num_random: Optional[int],
   """The sizing of one pilot evaluation."""
   found = _read(path)
   built = found['built']
-  noise = report.noise_of(built['candidates'])
+  noise = noise_lib.noise_of(built['candidates'])
   n = noise[split]
   randoms = sum(1 for e in built['candidates']
                 if e['kind'] == 'random' and e['runs'])

@@ -15,7 +15,6 @@ from tests import files
 from tests.evaluation import test_report
 from tunas_search.evaluation import power
 from tunas_search.evaluation import report
-from tunas_search.evaluation import stats
 
 
 @pytest.fixture(scope='module')
@@ -90,12 +89,3 @@ def test_bad_input_is_one_line(sizing, tmp_path, capsys):
   assert 'no readable evaluation.json' in line
   with pytest.raises(SystemExit):
     sizing.main([f'--evaluation={tmp_path}', '--num_random=0'])
-
-
-def test_the_noise_is_recomputed_not_copied(tmp_path):
-  _, built = pilot(tmp_path, 'p', 0.01, 1000)
-  built['noise'] = None  # What the tool must not need.
-  again = report.noise_of(built['candidates'])
-  table = [[r['test'] for r in e['runs']] for e in built['candidates']]
-  d = stats.two_way(table, population=[2, 3, 4, 5])
-  assert again['test']['seed_std'] == pytest.approx(d.seed_std)

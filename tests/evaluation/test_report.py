@@ -110,6 +110,8 @@ def test_headline_is_the_test_split_with_validation_beside(built):
   assert lines[3].startswith('  beside it, validation (auto; the split the '
                              "controller's rewards came from): ")
   verdict = built['searched_vs_random']['auto']['test']['verdict']
+  assert built['verdict'] == {'auto': {'split': 'test', 'kind': 'undecided',
+                                       'text': verdict['text']}}
   assert verdict['kind'] == 'undecided'  # 1 vs 4 cannot reach 5%.
   assert '1 vs 4 cannot reach p <= 0.05' in verdict['text']
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from tunas_search.evaluation import candidates as candidates_lib
+from tunas_search.evaluation import noise as noise_lib
 from tunas_search.evaluation import stats
 from tunas_search.evaluation import verdict as verdict_lib
 
@@ -30,8 +31,7 @@ if TYPE_CHECKING:
 JSON_FILENAME = 'evaluation.json'
 TEXT_FILENAME = 'evaluation.txt'
 FIGURE_FILENAME = 'evaluation.png'
-# The headline first: the test split is the one no controller reward saw.
-SPLITS = ('test', 'validation')
+SPLITS = noise_lib.SPLITS  # The headline first.
 HEADLINE = 'test'
 
 
@@ -49,22 +49,6 @@ def _candidate_entry(candidate, scores, runs) -> Dict[str, Any]:
     entry[split] = stats.summary([r[split] for r in entry['runs']])
     entry[f'{split}_correct'] = [_correct(r, split) for r in entry['runs']]
   return entry
-
-
-def _distinct(entries: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
-  """One entry per architecture: candidates of one architecture share their
-  scores and trainings (`job.owners`) and would count twice."""
-  first: Dict[str, Dict[str, Any]] = {}
-  for e in entries.values():
-    first.setdefault(e['architecture'], e)
-  return list(first.values())
-
-
-def _compared_runs(entries: Dict[str, Dict[str, Any]]) -> List[int]:
-  """The runs every candidate with a finished run has finished."""
-  sets = [{r['run'] for r in e['runs']} for e in _distinct(entries)
-          if e['runs']]
-  return sorted(set.intersection(*sets)) if sets else []
 
 
 def _compared_value(entry: Dict[str, Any], split: str,
@@ -192,7 +176,7 @@ def _correlations(plan: 'Plan', entries: Dict[str, Dict[str, Any]],
   for index, search in enumerate(plan.searches):
     for split in SPLITS:
       pairs = [(e['one_shot'][index], e['compared'][split])
-               for e in _distinct(entries)
+               for e in noise_lib.distinct(entries)
                if e['one_shot'] is not None and e['compared'][split]
                is not None]
       x = [p[0] for p in pairs]
@@ -209,70 +193,6 @@ def _correlations(plan: 'Plan', entries: Dict[str, Dict[str, Any]],
                                          seed, 100 + index)))
       out.append(item)
   return out
-
-
-def _run_table(values: List[Dict[str, Any]], split: str):
-  """The candidate x run table with the most residual degrees of freedom:
-  runs 0..j-1 of every candidate that has them all."""
-  best, best_dof = None, 0
-  longest = max((len(e['runs']) for e in values), default=0)
-  for j in range(2, longest + 1):
-    rows = [e for e in values if {r['run'] for r in e['runs']} >=
-            set(range(j))]
-    dof = (len(rows) - 1) * (j - 1)
-    if dof > best_dof and len(rows) >= 2:
-      best, best_dof = (rows, j), dof
-  if best is None:
-    return None, None
-  rows, j = best
-  table = [[next(r[split] for r in e['runs'] if r['run'] == run)
-            for run in range(j)] for e in rows]
-  return rows, table
-
-
-def _noise(entries: Dict[str, Dict[str, Any]], runs: List[int]
-           ) -> Dict[str, Any]:
-  """Seed noise, run effect, the random architectures' spread with its
-  upper bound, and the tau ceiling of the k-seed means compared."""
-  values = _distinct(entries)
-  k = len(runs)
-  out = {'seeds_compared': k, 'runs_compared': runs,
-         'seed_vs_seed_kendall_tau': stats.seed_vs_seed_tau(
-             [[r['validation'] for r in e['runs']] for e in values])}
-  for split in SPLITS:
-    rows, table = _run_table(values, split)
-    randoms = [i for i, e in enumerate(rows or [])
-               if e['kind'] == candidates_lib.RANDOM]
-    d = stats.two_way(table, randoms) if rows and len(randoms) >= 2 else None
-    item = {'seed_std': None, 'run_std': None,
-            'random_architecture_std': None,
-            'random_architecture_std_upper': None,
-            'bound_level': stats.SPREAD_BOUND_LEVEL, 'table': None,
-            'reliability': None, 'tau_ceiling': None,
-            'tau_ceiling_upper': None}
-    if d is not None:
-      item.update(
-          seed_std=d.seed_std, run_std=d.run_std,
-          random_architecture_std=d.architecture_std,
-          random_architecture_std_upper=d.architecture_std_upper,
-          table={'candidates': [e['id'] for e in rows], 'runs': d.runs,
-                 'random_rows': d.population, 'dof_residual': d.dof_residual,
-                 'ms_random': d.ms_population, 'ms_residual': d.ms_residual})
-      if k:
-        item.update(
-            reliability=stats.reliability(d.architecture_std, d.seed_std, k),
-            tau_ceiling=stats.tau_ceiling(d.architecture_std, d.seed_std, k),
-            tau_ceiling_upper=stats.tau_ceiling(d.architecture_std_upper,
-                                                d.seed_std, k))
-    out[split] = item
-  return out
-
-
-def noise_of(candidates: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
-  """The `noise` section recomputed from a report's per-candidate entries
-  (`candidates` of evaluation.json): what bench/evaluation_sizing.py reads."""
-  entries = {e['id']: e for e in candidates}
-  return _noise(entries, _compared_runs(entries))
 
 
 def build(plan: 'Plan', scores: Dict[str, List[float]],
@@ -294,26 +214,31 @@ def build(plan: 'Plan', scores: Dict[str, List[float]],
       detect (`verdict.decide`).
   """
   entries = {c.id: _candidate_entry(c, scores, runs) for c in plan.candidates}
-  compared = _compared_runs(entries)
+  compared = noise_lib.compared_runs(entries)
   for e in entries.values():
     e['compared'] = {split: _compared_value(e, split, compared)
                      for split in SPLITS}
-  noise = _noise(entries, compared)
-  done = sum(len(e['runs']) for e in _distinct(entries))
+  noise = noise_lib.noise(entries, compared)
+  pooled = _pooled(plan, entries, noise, seed, decisive_difference)
+  distinct = noise_lib.distinct(entries)
+  done = sum(len(e['runs']) for e in distinct)
   return {
       'search_space': plan.search_space, 'cost_model': plan.cost_model,
       'unit': plan.unit, 'target': plan.target,
       'window': None if plan.window is None else list(plan.window),
       'headline_split': HEADLINE,
+      'verdict': {rule: {'split': HEADLINE,
+                         'kind': item[HEADLINE]['verdict']['kind'],
+                         'text': item[HEADLINE]['verdict']['text']}
+                  for rule, item in pooled.items()},
       'progress': {'trainings_done': done,
-                   'trainings_total': seeds * len(_distinct(entries)),
+                   'trainings_total': seeds * len(distinct),
                    'one_shot_done': len(scores),
                    'one_shot_total': len(entries)},
       'candidates': list(entries.values()),
       'searches': _search_entries(plan, entries),
       'references': _references(entries),
-      'searched_vs_random': _pooled(plan, entries, noise, seed,
-                                    decisive_difference),
+      'searched_vs_random': pooled,
       'one_shot_vs_standalone': _correlations(plan, entries, seed,
                                               bootstrap_resamples),
       'noise': noise,
