@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import flags
 
 from bin import evaluate_search as cli
+from tests import files as files_lib
 from tests.e2e import faults
 from tests.e2e import tiny
 from tunas_search.space import architecture
@@ -72,7 +73,7 @@ def files(root):
                 for d, _, names in os.walk(root) for f in names)
 
 
-def test_sharded_killed_resumed_and_reported(search_dir, tmp_path):
+def test_sharded_killed_resumed_and_reported(search_dir, tmp_path, capsys):
   out = str(tmp_path / 'eval')
   args = (f'--search_model_dir={search_dir}', f'--output_dir={out}') + SMALL
   assert job.run(build(*args, '--shard=0/2')) is None
@@ -124,6 +125,13 @@ def test_sharded_killed_resumed_and_reported(search_dir, tmp_path):
   assert built['candidates'][1]['validation_correct'] == [
       round(built['candidates'][1]['validation']['mean'] * 2000)]
   assert 'verdict' in built['searched_vs_random']['argmax']['test']
+  # The sizing tool reads a real evaluation dir: its budget, and that one
+  # seed measures no noise yet (a rehearsal of the pilot on 2 steps).
+  sizing = files_lib.load_script('bench', 'evaluation_sizing.py')
+  assert sizing.main([f'--evaluation={out}']) == 0
+  (pilot,) = json.loads(capsys.readouterr().out)['budgets']
+  assert (pilot['train_steps'], pilot['train_batch_size']) == (2, 8)
+  assert pilot['decisive'] is None and 'not measured' in pilot['note']
   assert 0 < search['settling']['entropy'] <= search['settling'][
       'uniform_entropy']
 
