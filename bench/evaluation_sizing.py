@@ -14,9 +14,10 @@ bound), then simulates the exact test (tunas_search/evaluation/power.py) to
 say, per budget:
 
   * what the pilot's own design detects at 80% power, and
-  * the cheapest searches x seeds (with --num_random random architectures)
-    whose verdict is decisive: a --decisive_difference point difference
-    detected at 80% power, with the spread at its upper bound.
+  * the cheapest searches x seeds x random architectures (--num_random: one
+    number or several, e.g. 12,20,30) whose verdict is decisive: a
+    --decisive_difference point difference detected at 80% power, with the
+    spread at its upper bound.
 
 The budget (stand-alone steps, batch) comes from the dir's config.json; a
 bare evaluation.json has none. Statistics only: seconds, no TensorFlow.
@@ -70,7 +71,7 @@ def _budget(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
                                      'train_batch_size')}
 
 
-def size(path: str, *, split: str, num_random: Optional[int],
+def size(path: str, *, split: str, num_random: Optional[List[int]],
          decisive_difference: float, seed: int) -> Dict[str, Any]:
   """The sizing of one pilot evaluation."""
   found = _read(path)
@@ -101,7 +102,7 @@ def size(path: str, *, split: str, num_random: Optional[int],
         n_searched=len(searched), n_random=randoms,
         seeds=max(1, noise['seeds_compared']), seed_std=seed_std,
         architecture_std=upper, seed=seed)
-  plan_random = num_random or randoms
+  plan_random = num_random or [randoms]
   out['decisive'] = {
       'num_random': plan_random, 'difference_points': decisive_difference,
       'design': power.needs(decisive_difference, n_random=plan_random,
@@ -117,9 +118,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                       'one per stand-alone budget.')
   parser.add_argument('--split', default=report.HEADLINE,
                       choices=report.SPLITS)
-  parser.add_argument('--num_random', type=int, default=None,
-                      help='Random architectures of the planned evaluation '
-                      "(default: the pilot's).")
+  parser.add_argument('--num_random', default=None,
+                      help='Random architectures of the planned evaluation, '
+                      "one number or several (12,20,30; default: the "
+                      "pilot's).")
   parser.add_argument('--decisive_difference', type=float,
                       default=verdict.DECISIVE_DIFFERENCE,
                       help='Points of top-1 the planned design must detect '
@@ -127,13 +129,20 @@ def main(argv: Optional[List[str]] = None) -> int:
   parser.add_argument('--seed', type=int, default=0,
                       help='Seed of the power simulation.')
   args = parser.parse_args(argv)
-  if args.num_random is not None and args.num_random < 1:
-    parser.error(f'--num_random must be at least 1, got {args.num_random}')
+  num_random = None
+  if args.num_random is not None:
+    try:
+      num_random = [int(n) for n in args.num_random.split(',')]
+    except ValueError:
+      num_random = [0]
+    if min(num_random) < 1:
+      parser.error(f'--num_random={args.num_random}: expected numbers of at '
+                   'least 1, e.g. 12 or 12,20,30')
   if args.decisive_difference <= 0:
     parser.error('--decisive_difference must be positive, got '
                  f'{args.decisive_difference}')
   try:
-    budgets = [size(p, split=args.split, num_random=args.num_random,
+    budgets = [size(p, split=args.split, num_random=num_random,
                     decisive_difference=args.decisive_difference,
                     seed=args.seed) for p in args.evaluation]
   except SizingError as e:

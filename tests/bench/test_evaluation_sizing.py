@@ -48,7 +48,7 @@ def test_sizes_each_budget_from_the_per_candidate_runs(sizing, tmp_path,
   short, built = pilot(tmp_path, 'short', 0.0, 1000)
   long, _ = pilot(tmp_path, 'long-budget', 0.03, 6000)
   assert sizing.main([f'--evaluation={short}', f'--evaluation={long}',
-                      '--num_random=12']) == 0
+                      '--num_random=12,20']) == 0
   out = json.loads(capsys.readouterr().out)
   first, second = out['budgets']
   assert (first['train_steps'], second['train_steps']) == (1000, 6000)
@@ -58,7 +58,7 @@ def test_sizes_each_budget_from_the_per_candidate_runs(sizing, tmp_path,
       100 * noise['random_architecture_std_upper'])
   assert second['spread_points'] > first['spread_points']
   design = first['decisive']['design']
-  assert design == power.needs(1.0, n_random=12,
+  assert design == power.needs(1.0, n_random=[12, 20],
                                seed_std=first['seed_std_points'],
                                architecture_std=first['spread_upper_points'])
   if design is not None:
@@ -87,5 +87,6 @@ def test_bad_input_is_one_line(sizing, tmp_path, capsys):
   assert sizing.main([f'--evaluation={tmp_path}/none']) == 2
   (line,) = capsys.readouterr().err.splitlines()
   assert 'no readable evaluation.json' in line
-  with pytest.raises(SystemExit):
-    sizing.main([f'--evaluation={tmp_path}', '--num_random=0'])
+  for bad in ('0', '12,x'):
+    with pytest.raises(SystemExit):
+      sizing.main([f'--evaluation={tmp_path}', f'--num_random={bad}'])

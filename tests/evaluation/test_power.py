@@ -80,6 +80,15 @@ def test_needs_prefers_searches_when_architectures_scatter():
                      max_searches=5) is None
 
 
+def test_needs_also_chooses_the_random_candidates():
+  fixed = power.needs(1.0, n_random=12, seed_std=1.25, architecture_std=0.3)
+  free = power.needs(1.0, n_random=[4, 12, 30], seed_std=1.25,
+                     architecture_std=0.3)
+  assert fixed['random'] == 12 and free['random'] in (4, 12, 30)
+  assert free['cost_in_trainings'] <= fixed['cost_in_trainings']
+  assert free['power'] >= 0.8
+
+
 def test_seeded_and_repeatable():
   args = dict(n_searched=4, n_random=10, seeds=3, seed_std=1.0,
               architecture_std=0.5)

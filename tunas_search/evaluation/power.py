@@ -24,7 +24,7 @@ group size, no search over effects.
 
 import functools
 import math
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 
@@ -129,35 +129,39 @@ def detectable_difference(*, n_searched: int, n_random: int, seeds: int,
   return float(effects[index] * spread(seed_std, architecture_std, seeds))
 
 
-def needs(difference: float, *, n_random: int, seed_std: float,
-          architecture_std: float, max_searches: int = MAX_SEARCHES,
-          max_seeds: int = MAX_SEEDS,
+def needs(difference: float, *, n_random: Union[int, Sequence[int]],
+          seed_std: float, architecture_std: float,
+          max_searches: int = MAX_SEARCHES, max_seeds: int = MAX_SEEDS,
           search_cost: float = SEARCH_COST_IN_TRAININGS,
           target_power: float = POWER, draws: int = DRAWS, seed: int = 0,
           alpha: float = ALPHA) -> Optional[Dict[str, Any]]:
   """The cheapest design that detects `difference` with `target_power`.
 
-  Over searches 1..max_searches and seeds 1..max_seeds (n_random fixed),
-  the design of least cost: searches x search_cost + (searches + n_random)
-  x seeds trainings; ties go to fewer searches.
+  Over searches 1..max_searches, seeds 1..max_seeds and the given numbers of
+  random candidates, the design of least cost: searches x search_cost +
+  (searches + random) x seeds trainings; ties go to fewer searches, then to
+  fewer random candidates.
 
   Returns:
-    {'searches', 'seeds', 'power', 'cost_in_trainings'}, or None when no
-    design of the grid reaches the power (the architectures scatter too
-    much for `max_searches`).
+    {'searches', 'seeds', 'random', 'power', 'cost_in_trainings'}, or None
+    when no design of the grid reaches the power (the architectures scatter
+    too much for `max_searches`).
   """
+  randoms = [n_random] if isinstance(n_random, int) else sorted(n_random)
   best = None
   for n in range(1, max_searches + 1):
-    effects = _effects(n, n_random, draws, seed, alpha)
-    needed = effects[max(0, math.ceil(target_power * draws) - 1)]
-    for k in range(1, max_seeds + 1):
-      if needed * spread(seed_std, architecture_std, k) < difference:
-        cost = n * search_cost + (n + n_random) * k
-        if best is None or cost < best['cost_in_trainings']:
-          best = {'searches': n, 'seeds': k, 'cost_in_trainings': cost,
-                  'power': power(difference, n_searched=n, n_random=n_random,
-                                 seeds=k, seed_std=seed_std,
-                                 architecture_std=architecture_std,
-                                 draws=draws, seed=seed, alpha=alpha)}
-        break  # More seeds only cost more.
+    for r in randoms:
+      effects = _effects(n, r, draws, seed, alpha)
+      needed = effects[max(0, math.ceil(target_power * draws) - 1)]
+      for k in range(1, max_seeds + 1):
+        if needed * spread(seed_std, architecture_std, k) < difference:
+          cost = n * search_cost + (n + r) * k
+          if best is None or cost < best['cost_in_trainings']:
+            best = {'searches': n, 'seeds': k, 'random': r,
+                    'cost_in_trainings': cost,
+                    'power': power(difference, n_searched=n, n_random=r,
+                                   seeds=k, seed_std=seed_std,
+                                   architecture_std=architecture_std,
+                                   draws=draws, seed=seed, alpha=alpha)}
+          break  # More seeds only cost more.
   return best
