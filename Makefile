@@ -1,6 +1,7 @@
 # One command each: `make smoke` (a real search on the embedded dataset),
 # `make paper-question` (does the search beat random architectures? about
-# 90 minutes on 2 cores; docs/evaluate_search.md),
+# 90 minutes on 2 cores; docs/evaluate_search.md; `make evaluation-pilot`
+# and `make paper-question-powered` size and run the powered version, hours),
 # `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
 # `make mutation` (outside CI, ~5 min) measures test strength with mutmut
@@ -17,11 +18,17 @@ export TF_CPP_MIN_LOG_LEVEL ?= 1
 SMOKE_DIR ?= /tmp/tunas_search_smoke
 PAPER_DIR ?= /tmp/tunas_search_paper_question
 PAPER_SEEDS := 1 2 3
+# The powered evaluation (configs/paper_question_powered.cfg): its searches,
+# the pilot's budgets, and this machine's shard (i/n).
+POWERED_SEEDS ?= 1 2 3 4 5 6 7 8 9 10
+PILOT_STEPS ?= 1000 3000 6000
+SHARD ?= 0/1
 # Scratch copy of the tree that mutmut mutates, and its worker count.
 MUTATION_DIR ?= build/mutation
 MUTATION_JOBS ?= 1
 
-.PHONY: venv test test-all test-isa smoke paper-question bench bench-xla \
+.PHONY: venv test test-all test-isa smoke paper-question evaluation-pilot \
+	paper-question-powered bench bench-xla \
 	mutation mutation-tf clean
 
 venv: $(STAMP)
@@ -70,6 +77,38 @@ paper-question: venv
 	$(PY) bin/evaluate_search.py --flagfile=configs/paper_question.cfg \
 	  $(foreach seed,$(PAPER_SEEDS),--search_model_dir=$(PAPER_DIR)/search-$(seed)) \
 	  --output_dir=$(PAPER_DIR)/evaluation
+
+# At which stand-alone budget do architectures of the window differ, and
+# how many searches x seeds would decide (configs/evaluation_pilot.cfg;
+# JSON from bench/evaluation_sizing.py). Not run yet: ~7 hours on 2 cores.
+evaluation-pilot: venv
+	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=3000 \
+	  --seed=1 --model_dir=$(PAPER_DIR)/search-1
+	for steps in $(PILOT_STEPS); do \
+	  $(PY) bin/evaluate_search.py --flagfile=configs/evaluation_pilot.cfg \
+	    --search_model_dir=$(PAPER_DIR)/search-1 --train_steps=$$steps \
+	    --output_dir=$(PAPER_DIR)/pilot/steps-$$steps || exit 1; \
+	done
+	$(PY) bench/evaluation_sizing.py --num_random=12 \
+	  $(foreach steps,$(PILOT_STEPS),--evaluation=$(PAPER_DIR)/pilot/steps-$(steps))
+
+# The powered evaluation, resumable, one shard per machine or core
+# (SHARD=i/n; then `make paper-question-powered SHARD=report`). Its size is
+# a placeholder until evaluation-pilot has run (configs/
+# paper_question_powered.cfg).
+paper-question-powered: venv
+	if [ "$(SHARD)" = report ]; then \
+	  $(PY) bin/evaluate_search.py --output_dir=$(PAPER_DIR)/powered \
+	    --report_only; exit $$?; \
+	fi; \
+	for seed in $(POWERED_SEEDS); do \
+	  $(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=3000 \
+	    --seed=$$seed --model_dir=$(PAPER_DIR)/search-$$seed || exit 1; \
+	done; \
+	$(PY) bin/evaluate_search.py \
+	  --flagfile=configs/paper_question_powered.cfg \
+	  $(foreach seed,$(POWERED_SEEDS),--search_model_dir=$(PAPER_DIR)/search-$(seed)) \
+	  --output_dir=$(PAPER_DIR)/powered --shard=$(SHARD)
 
 # About 45 minutes on 2 cores: the search step is measured on both
 # width-searched spaces at 64 and 128 pixels (issue: the sampled-width step);

@@ -8,8 +8,8 @@
   python bin/evaluate_search.py ... --shard=0/4     # machine 1 of 4
 
 Scores each search's final architecture, random architectures in the cost
-window around the target and at each search's own cost, and any
---architectures_file, one-shot (with every supernet's inherited weights) and
+window around the target and at each search's own cost, any
+--reference_nets (each on its own row) and any --architectures_file, one-shot (with every supernet's inherited weights) and
 stand-alone (trained from scratch, --seeds seeds each); writes
 evaluation.json, evaluation.txt and evaluation.png to --output_dir
 (docs/evaluate_search.md). Rerunning the same command continues where it
@@ -34,12 +34,14 @@ from absl import flags
 
 from . import cli
 from . import config_flags
+import search_spaces
+from tunas_search.space import architecture
 from tunas_search.config import ConfigError
 from tunas_search.evaluation import candidates
 from tunas_search.config.evaluation import EvaluationConfig
 
-_NOT_FLAGS = ('search_model_dirs', 'extra_architectures', 'shard_index',
-              'num_shards')
+_NOT_FLAGS = ('search_model_dirs', 'extra_architectures', 'reference_nets',
+              'shard_index', 'num_shards')
 CONFIG_FLAGS = config_flags.ConfigFlags(EvaluationConfig, _NOT_FLAGS)
 
 
@@ -52,6 +54,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
   flags.DEFINE_string('architectures_file', None, 'Also evaluate these '
                       'architecture strings, one per line (# comments).',
                       **fv)
+  flags.DEFINE_list(
+      'reference_nets', [], 'Registered reference networks of the searched '
+      'space to train beside the random ones, each reported on its own row '
+      '(e.g. proxylessnas_mobile: 84.4 ms on the Pixel-1 model).', **fv)
   flags.DEFINE_string('shard', '0/1', 'i/n: do every n-th one-shot score '
                       'and training, starting at the i-th (0 <= i < n), '
                       'e.g. one shard per machine.', **fv)
@@ -82,6 +88,30 @@ def _extra(path):
                          f'{getattr(e, "strerror", None) or e}') from None
 
 
+def reference_nets(names):
+  """(name, space, architecture) of each registered reference network.
+
+  Raises:
+    cli.UsageError: naming one that is not a registered reference network,
+      with the valid names.
+  """
+  valid = [n for n in search_spaces.names() if search_spaces.get(n).is_reference]
+  out = []
+  for name in names:
+    if name not in valid:
+      raise cli.UsageError(f'--reference_nets: unknown reference network '
+                           f'{name!r}; valid: {", ".join(valid)}')
+    reference = search_spaces.get(name)
+    # The searchable space it prunes: the one built by the same function.
+    space = next((n for n in search_spaces.names()
+                  if not search_spaces.get(n).is_reference
+                  and search_spaces.get(n).spec_fn is reference.spec_fn),
+                 name)
+    out.append((name, space,
+                architecture.format_indices(reference.default_indices())))
+  return tuple(out)
+
+
 def build_config(f: flags.FlagValues = flags.FLAGS) -> EvaluationConfig:
   """The validated config of the flags.
 
@@ -99,7 +129,8 @@ def build_config(f: flags.FlagValues = flags.FLAGS) -> EvaluationConfig:
   try:
     return EvaluationConfig(
         **CONFIG_FLAGS.values(f), search_model_dirs=tuple(f.search_model_dir),
-        extra_architectures=extra, shard_index=shard, num_shards=shards)
+        extra_architectures=extra,
+        reference_nets=reference_nets(f.reference_nets), shard_index=shard, num_shards=shards)
   except ConfigError as e:
     raise cli.UsageError(str(e)) from None
 

@@ -135,3 +135,25 @@ def test_searched_candidate_names_search_and_rule():
       'searched-1-in_window', candidates.SEARCHED, 1, ('in_window', 'auto'))
   assert c.block_string == architecture.block_string(
       architecture.prune(SPEC, indices))
+
+
+def test_proxylessnas_mobile_is_a_reference_inside_the_84_ms_window():
+  spec = search_spaces.get('proxylessnas_search').spec()
+  model = cost_models.get('pixel1_latency')
+  context = cost_models.CostContext('proxylessnas_search')
+  arch = architecture.format_indices(
+      search_spaces.get('proxylessnas_mobile').default_indices())
+  (ref,) = candidates.reference_candidates(
+      spec, 'proxylessnas_search',
+      [('proxylessnas_mobile', 'proxylessnas_search', arch)], model, context)
+  assert ref.id == 'ref-proxylessnas_mobile' and ref.kind == 'reference'
+  # 84.4162 ms (tests/cost_models/test_pixel1.py), inside 83.0-85.0 ms.
+  assert ref.cost == pytest.approx(84.4162, abs=1e-3)
+  assert candidates.inside(ref.cost, candidates.window_around(84.0, 0.012))
+  with pytest.raises(candidates.CandidateError, match=(
+      'is an architecture of proxylessnas_search, not of the searched space '
+      'mobilenet_v3_like_search')):
+    candidates.reference_candidates(
+        spec, 'mobilenet_v3_like_search',
+        [('proxylessnas_mobile', 'proxylessnas_search', arch)], model,
+        context)

@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import flags
 
 from bin import evaluate_search as cli
+from tests import files as files_lib
 from tests.e2e import faults
 from tests.e2e import tiny
 from tunas_search.space import architecture
@@ -72,7 +73,7 @@ def files(root):
                 for d, _, names in os.walk(root) for f in names)
 
 
-def test_sharded_killed_resumed_and_reported(search_dir, tmp_path):
+def test_sharded_killed_resumed_and_reported(search_dir, tmp_path, capsys):
   out = str(tmp_path / 'eval')
   args = (f'--search_model_dir={search_dir}', f'--output_dir={out}') + SMALL
   assert job.run(build(*args, '--shard=0/2')) is None
@@ -116,8 +117,21 @@ def test_sharded_killed_resumed_and_reported(search_dir, tmp_path):
   assert search['cost_error'] == pytest.approx(abs(
       built['candidates'][0]['cost'] - 1e5))
   versus = search['vs_random_validation']
-  assert versus['of'] == 2 and versus['random_mean'] == (
-      built['candidates'][1]['validation']['mean'])
+  # The stored accuracy is a float32 (rounded at 2^-24 relative), the
+  # compared value the exact count over 2,000 images.
+  assert versus['of'] == 2 and versus['random_mean'] == pytest.approx(
+      built['candidates'][1]['validation']['mean'], abs=1e-7)
+  # Compared on integer counts of correct images, in the JSON per run.
+  assert built['candidates'][1]['validation_correct'] == [
+      round(built['candidates'][1]['validation']['mean'] * 2000)]
+  assert 'verdict' in built['searched_vs_random']['argmax']['test']
+  # The sizing tool reads a real evaluation dir: its budget, and that one
+  # seed measures no noise yet (a rehearsal of the pilot on 2 steps).
+  sizing = files_lib.load_script('bench', 'evaluation_sizing.py')
+  assert sizing.main([f'--evaluation={out}']) == 0
+  (pilot,) = json.loads(capsys.readouterr().out)['budgets']
+  assert (pilot['train_steps'], pilot['train_batch_size']) == (2, 8)
+  assert pilot['decisive'] is None and 'not measured' in pilot['note']
   assert 0 < search['settling']['entropy'] <= search['settling'][
       'uniform_entropy']
 
@@ -276,6 +290,44 @@ def test_other_settings_in_an_output_dir_are_refused(search_dir, tmp_path):
   assert config.seeds == 1 and len(plan.candidates) == 2
   with pytest.raises(EvaluationError, match='holds no evaluation to report'):
     job.prepare(build(f'--output_dir={tmp_path / "none"}', '--report_only'))
+
+
+def test_the_default_recipe_is_the_searches_own_batch(search_dir, tmp_path):
+  args = [a for a in SMALL if not a.startswith('--train_batch_size')]
+  config, plan, searches = job.prepare(build(
+      f'--search_model_dir={search_dir}', f'--output_dir={tmp_path}', *args))
+  own = searches[0].config.train_batch_size
+  assert config.train_batch_size == own != 4096
+  line = job.describe_recipe(config, searches[0], plan.candidates[0])
+  assert line.startswith(f"stand-alone recipe: batch {own} (the searches' "
+                         f"own), image size {searches[0].config.image_size}")
+  # The stored config holds the resolved batch; a rerun without the flag
+  # agrees with it, one with another batch is refused.
+  assert job.prepare(build(f'--search_model_dir={search_dir}',
+                           f'--output_dir={tmp_path}', *args))[1] == plan
+  with pytest.raises(EvaluationError, match='train_batch_size'):
+    job.prepare(build(f'--search_model_dir={search_dir}',
+                      f'--output_dir={tmp_path}', *args,
+                      f'--train_batch_size={own + 1}'))
+
+
+def test_reference_nets_are_checked(search_dir, tmp_path):
+  with pytest.raises(cli.cli.UsageError, match=(
+      r"unknown reference network 'nope'; valid: .*proxylessnas_mobile")):
+    build('--search_model_dir=/s', '--output_dir=/tmp/x',
+          '--reference_nets=nope')
+  config = build('--search_model_dir=/s', '--output_dir=/tmp/x',
+                 '--reference_nets=proxylessnas_mobile')
+  ((name, space, arch),) = config.reference_nets
+  assert (name, space) == ('proxylessnas_mobile', 'proxylessnas_search')
+  # The tiny search did not search that space: refused, nothing written.
+  with pytest.raises(EvaluationError, match=(
+      "reference net 'proxylessnas_mobile' is an architecture of "
+      'proxylessnas_search, not of the searched space')):
+    job.prepare(build(f'--search_model_dir={search_dir}',
+                      f'--output_dir={tmp_path / "ref"}', *SMALL,
+                      '--reference_nets=proxylessnas_mobile'))
+  assert not (tmp_path / 'ref').exists()
 
 
 def test_an_explicit_window_replaces_the_relative_one(search_dir, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import types
 
+import numpy as np
 import pytest
 
 from tunas_search.evaluation import candidates
@@ -85,35 +86,125 @@ def test_searches_against_random_at_target_and_own_cost(built):
   assert second['vs_random_test']['rank'] == 2
 
 
-def test_pooled_comparison(built):
-  pooled = built['searched_vs_random']['auto']['validation']
-  # 0.87 beats three; 0.85 beats two and ties one: U = 5.5 of 8.
-  assert pooled['u'] == pytest.approx(5.5)
-  assert pooled['probability_of_superiority'] == pytest.approx(5.5 / 8)
+def test_pooled_comparison_leaves_out_a_search_outside_the_window(built):
+  item = built['searched_vs_random']['auto']
+  assert item['searched'] == ['searched-0-auto']
+  assert item['left_out'] == [{'candidate': 'searched-1-auto', 'cost': 90.0}]
+  pooled = item['validation']
+  # 0.87 beats three of 0.85, 0.81, 0.83, 0.89: U = 3 of 4.
+  assert pooled['u'] == pytest.approx(3)
+  assert pooled['probability_of_superiority'] == pytest.approx(3 / 4)
   assert pooled['p_value'] == pytest.approx(stats.mann_whitney(
-      [0.87, 0.85], [0.85, 0.81, 0.83, 0.89])['p_value'])
+      [0.87], [0.85, 0.81, 0.83, 0.89])['p_value'])
+  assert pooled['searched_values'] == [pytest.approx(0.87)]
+  (line,) = report.warnings(built)
+  assert line == ('warning: searched-1-auto (90.00 ms) lies outside the '
+                  'target window 83.00-85.00 ms: left out of the pooled test, '
+                  'compared only with random architectures of its own cost')
+
+
+def test_headline_is_the_test_split_with_validation_beside(built):
+  text = report.format_text(built)
+  lines = text.splitlines()
+  assert lines[2].startswith('verdict (auto, test split): mean difference ')
+  assert lines[3].startswith('  beside it, validation (auto; the split the '
+                             "controller's rewards came from): ")
+  verdict = built['searched_vs_random']['auto']['test']['verdict']
+  assert built['verdict'] == {'auto': {'split': 'test', 'kind': 'undecided',
+                                       'text': verdict['text']}}
+  assert verdict['kind'] == 'undecided'  # 1 vs 4 cannot reach 5%.
+  assert '1 vs 4 cannot reach p <= 0.05' in verdict['text']
 
 
 def test_correlations_and_noise(built):
   means = [sum(v) / 2 for v in VALIDATION.values()]
-  for index, c in enumerate(built['one_shot_vs_standalone']):
-    x = [s[index] for s in ONE_SHOT.values()]
+  for c in built['one_shot_vs_standalone']:
+    x = [s[c['search']] for s in ONE_SHOT.values()]
+    y = means if c['split'] == 'validation' else [m - 0.01 for m in means]
     assert c['n'] == 8
-    assert c['kendall_tau'] == pytest.approx(stats.kendall_tau_b(x, means))
-    assert c['spearman_rho'] == pytest.approx(stats.spearman_rho(x, means))
+    assert c['kendall_tau'] == pytest.approx(stats.kendall_tau_b(x, y))
+    assert c['spearman_rho'] == pytest.approx(stats.spearman_rho(x, y))
     low, high = c['kendall_tau_interval']
     assert -1 <= low <= c['kendall_tau'] <= high <= 1
   noise = built['noise']
-  # Five pairs differ by 0.02 (0.0002 each), three by 0: 0.001 over 8.
-  assert noise['seed_std']['validation'] == pytest.approx(math.sqrt(0.001 / 8))
+  assert noise['seeds_compared'] == 2
+  table = [VALIDATION[k] for k in VALIDATION]
+  d = stats.two_way(table, population=[2, 3, 4, 5])
+  v = noise['validation']
+  assert v['seed_std'] == pytest.approx(d.seed_std)
+  assert v['random_architecture_std'] == pytest.approx(d.architecture_std)
+  assert v['random_architecture_std_upper'] == pytest.approx(
+      d.architecture_std_upper)
+  assert v['tau_ceiling'] == pytest.approx(
+      stats.tau_ceiling(d.architecture_std, d.seed_std, 2))
   assert noise['seed_vs_seed_kendall_tau'] == pytest.approx(
       stats.seed_vs_seed_tau(list(VALIDATION.values())))
-  arch = stats.architecture_std([0.85, 0.81, 0.83, 0.89],
-                                noise['seed_std']['validation'], 2)
-  assert noise['random_architecture_std'] == pytest.approx(arch)
-  spread = math.sqrt(arch ** 2 + noise['seed_std']['validation'] ** 2 / 2)
-  assert noise['detectable_difference'] == pytest.approx(
-      stats.detectable_difference(spread, 2, 4))
+
+
+def counted(correct, examples=3):
+  """Runs whose stored accuracies carry float32 rounding; counts tie."""
+  return [{'run': r, 'validation': float(np.float32(c / examples)),
+           'test': float(np.float32(c / examples)),
+           'validation_examples': examples, 'test_examples': examples}
+          for r, c in enumerate(correct)]
+
+
+def test_ties_are_counts_and_partial_reports_use_finished_runs():
+  plan = make_plan()
+  found = {'searched-0-auto': counted([1, 2]), 'random-00': counted([2, 1]),
+           'random-01': counted([0, 0]), 'random-02': counted([3])}
+  b = report.build(plan, {}, found, seeds=2, seed=0, bootstrap_resamples=20)
+  # random-02 has finished run 0 only: everything is compared on run 0.
+  assert b['noise']['seeds_compared'] == 1
+  assert b['noise']['runs_compared'] == [0]
+  entries = {e['id']: e for e in b['candidates']}
+  assert entries['searched-0-auto']['validation_correct'] == [1, 2]
+  assert entries['random-02']['compared']['test'] == 1.0
+  # With both runs of the first three: 1.5 correct of 3 for both, a tie.
+  found['random-02'] = counted([3, 3])
+  b = report.build(plan, {}, found, seeds=2, seed=0, bootstrap_resamples=20)
+  entries = {e['id']: e for e in b['candidates']}
+  assert (entries['searched-0-auto']['compared']['test'] ==
+          entries['random-00']['compared']['test'] == 0.5)
+  pooled = b['searched_vs_random']['auto']['test']
+  # Ties count half: beats random-01, ties random-00, below random-02.
+  assert pooled['u'] == 1.5
+  assert b['progress']['trainings_done'] == 8
+
+
+def test_the_json_recomputes_u_p_and_the_verdict(built):
+  from tunas_search.evaluation import verdict  # pylint: disable=g-import-not-at-top
+  item = built['searched_vs_random']['auto']
+  entries = {e['id']: e for e in built['candidates']}
+  for split in report.SPLITS:
+    a = [entries[i]['compared'][split] for i in item['searched']]
+    b = [entries[i]['compared'][split] for i in item['random']]
+    again = stats.mann_whitney(a, b)
+    assert again['u'] == item[split]['u']
+    assert again['p_value'] == item[split]['p_value']
+    n = built['noise'][split]
+    v = verdict.decide([100 * x for x in a], [100 * x for x in b],
+                       p_value=again['p_value'],
+                       seeds=built['noise']['seeds_compared'],
+                       seed_std=100 * n['seed_std'],
+                       architecture_std_upper=100 * n[
+                           'random_architecture_std_upper'])
+    assert v['text'] == item[split]['verdict']['text']
+
+
+def test_reference_nets_have_their_own_row():
+  plan = make_plan()
+  plan.candidates.append(C('ref-proxylessnas_mobile', 'reference', '3:0',
+                           'p', 84.4))
+  values = dict(VALIDATION, **{'ref-proxylessnas_mobile': [0.95, 0.95]})
+  b = report.build(plan, ONE_SHOT, {k: runs(v) for k, v in values.items()},
+                   seeds=2, seed=0, bootstrap_resamples=20)
+  (ref,) = b['references']
+  assert ref['vs_random_validation']['rank'] == 1
+  item = b['searched_vs_random']['auto']
+  assert 'ref-proxylessnas_mobile' not in item['searched'] + item['random']
+  assert ('reference ref-proxylessnas_mobile (own row, not pooled): test rank '
+          '1 of 5') in report.format_text(b)
 
 
 def test_partial_report_and_text():
@@ -124,8 +215,10 @@ def test_partial_report_and_text():
                                  'one_shot_done': 1, 'one_shot_total': 8}
   text = report.format_text(partial)
   assert text.startswith('Search evaluation of space: 1 of 16 trainings and '
-                         '1 of 8 one-shot scores done')
+                         '1 of 8 one-shot scores done; compared on 1 finished '
+                         'seeds per candidate')
   assert 'seed noise not measured yet' in text
+  assert 'undecided at this budget' in text
   line = next(l for l in text.splitlines() if l.startswith('random-00'))
   assert line.split()[2:5] == ['83.50', '50.0', '50.0']
   assert '84.00 (1)' in line
@@ -135,20 +228,28 @@ def test_text_of_a_full_report(built):
   text = report.format_text(built)
   assert ('  validation vs random at the target: rank 2 of 5, beats 75%, '
           'p=0.400; at its own cost: -') in text
-  assert ('searched (auto) vs random, validation: P(searched beats random) '
-          '= 0.69') in text
+  assert ('searched (auto) vs random, test: P(searched beats random) = 0.75, '
+          'U = 3, one-sided exact Mann-Whitney p = 0.400 (1 vs 4)') in text
   assert 'its argmax 90.8 ms (more than 53% of them)' in text
-  assert 'this comparison detects a difference of' in text
+  assert 'removed; 90% upper bound): test ' in text
 
 
-def test_plot_draws_both_panels(built, tmp_path):
-  path = str(tmp_path / 'evaluation.png')
-  assert report.plot(path, built)
-  assert (tmp_path / 'evaluation.png').stat().st_size > 10000
-  assert not (tmp_path / 'evaluation.png.tmp').exists()
+def test_a_floored_spread_is_printed_with_its_bound():
+  # Candidate means that scatter less than the seed noise explains: the
+  # spread's estimate floors at 0, its bound does not.
+  plan = make_plan()
+  values = dict(zip(VALIDATION, (
+      [0.80, 0.84], [0.84, 0.80], [0.79, 0.83], [0.845, 0.805],
+      [0.81, 0.85], [0.83, 0.79], [0.84, 0.80], [0.80, 0.84])))
+  b = report.build(plan, {}, {k: runs(v) for k, v in values.items()},
+                   seeds=2, seed=0, bootstrap_resamples=20)
+  assert b['noise']['test']['random_architecture_std'] == 0.0
+  upper = b['noise']['test']['random_architecture_std_upper']
+  assert upper > 0
+  assert f'test 0.00 (upper bound {100 * upper:.2f})' in report.format_text(b)
 
 
-def test_no_tensorflow_until_plotting():
-  code = ('import sys; from tunas_search.evaluation import report; '
-          'assert "tensorflow" not in sys.modules')
+def test_no_tensorflow():
+  code = ('import sys; from tunas_search.evaluation import report, verdict, '
+          'power, figure; assert "tensorflow" not in sys.modules')
   subprocess.run([sys.executable, '-c', code], check=True)

@@ -30,7 +30,8 @@ FINAL_ARCHITECTURES = validation.SELECTION_RULES + (BOTH,)
 RUNTIME_FIELDS = frozenset({
     'output_dir', 'search_model_dirs', 'data_dir', 'use_tpu', 'tpu',
     'tpu_zone', 'gcp_project', 'num_replicas', 'tpu_iterations_per_loop',
-    'shard_index', 'num_shards', 'report_only', 'bootstrap_resamples'})
+    'shard_index', 'num_shards', 'report_only', 'bootstrap_resamples',
+    'decisive_difference'})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +39,15 @@ class EvaluationConfig:
   """Everything a search evaluation needs.
 
   Fields without a flag of their own: `search_model_dirs` (repeatable flag),
-  `extra_architectures` (read from a file), `shard_index` and `num_shards`
-  (`--shard=i/n`).
+  `extra_architectures` (read from a file), `reference_nets` ((name, space,
+  architecture) of each `--reference_nets` name, read from the registry in
+  bin/), `shard_index` and `num_shards` (`--shard=i/n`).
   """
   output_dir: str = option('', 'Directory of the evaluation: its plan, one '
                            'train_eval model dir per training, the report.')
   search_model_dirs: Tuple[str, ...] = ()
   extra_architectures: Tuple[str, ...] = ()
+  reference_nets: Tuple[Tuple[str, str, str], ...] = ()
   # Candidates.
   final_architecture: str = option(
       validation.AUTO, "Which architecture of each search to evaluate: "
@@ -84,8 +87,9 @@ class EvaluationConfig:
   seeds: int = option(2, 'Stand-alone trainings per candidate, each with its '
                       'own seed.')
   # Its defaults are stand-alone training's (TrainingFields, TrainEvalConfig).
-  train_batch_size: int = same_option(TrainingFields, 'train_batch_size',
-                                      'Stand-alone training batch size.')
+  train_batch_size: Optional[int] = option(
+      None, "Stand-alone training batch size (default: the searches' own, "
+      "not TuNAS's ImageNet 4096).")
   train_steps: Optional[int] = option(None, 'Stand-alone training steps; '
                                       'overrides --epochs.')
   epochs: float = same_option(TrainingFields, 'epochs', 'Stand-alone training '
@@ -100,6 +104,11 @@ class EvaluationConfig:
   # Report.
   bootstrap_resamples: int = option(2000, 'Bootstrap resamples of every rank '
                                     'correlation interval.')
+  decisive_difference: float = option(
+      1.0, 'Points of top-1: a comparison that is not significant is '
+      'decisive ("no difference larger than X") only when it detects this '
+      'difference at 80% power; else the verdict is "undecided" with the '
+      'searches x seeds that would decide.')
   # Execution, as every training job's (TrainingFields).
   data_dir: Optional[str] = same_option(
       TrainingFields, 'data_dir', "The dataset's data directory (default: the "
@@ -144,6 +153,8 @@ class EvaluationConfig:
                         f'{unknown}')
     for name in ('search_model_dirs', 'extra_architectures'):
       values[name] = tuple(values.get(name, ()))
+    values['reference_nets'] = tuple(tuple(r) for r in
+                                     values.get('reference_nets', ()))
     return cls(**values)
 
   def incompatibilities(self, old: 'EvaluationConfig') -> Dict[str, Any]:
@@ -175,11 +186,14 @@ def _validate(c: EvaluationConfig) -> None:
          f'{c.max_cost}')
   config_lib.check_seed(c.seed)
   for name in ('max_attempts', 'selection_samples', 'seeds',
-               'train_batch_size', 'eval_batch_size', 'bootstrap_resamples',
+               'eval_batch_size', 'bootstrap_resamples',
                'num_replicas', 'tpu_iterations_per_loop'):
     _check(getattr(c, name) >= 1, f'{name} must be at least 1, got '
            f'{getattr(c, name)}')
-  for name in ('one_shot_batch_size', 'one_shot_batches', 'train_steps'):
+  _check(c.decisive_difference > 0, 'decisive_difference must be positive '
+         f'(points of top-1), got {c.decisive_difference}')
+  for name in ('one_shot_batch_size', 'one_shot_batches', 'train_steps',
+               'train_batch_size'):
     value = getattr(c, name)
     _check(value is None or value >= 1, f'{name} must be at least 1, got '
            f'{value}')

@@ -5,7 +5,9 @@ random architectures in the cost window around the searches' target (TuNAS's
 random-search control, docs/method.md section 7), random architectures in a
 window around each searched architecture's own cost when that lies outside
 the target's window (so that a search that overshoots its target is not
-credited for a larger budget), and architectures a user lists in a file.
+credited for a larger budget), registered reference networks of the searched
+space (e.g. ProxylessNAS-Mobile, 84.4 ms on the Pixel-1 model) and
+architectures a user lists in a file.
 No TensorFlow: this module only samples and scores costs.
 """
 
@@ -19,7 +21,8 @@ from tunas_search.search import random_search
 from tunas_search.cost_models import CostContext, CostModel
 
 SEARCHED, RANDOM, OWN_COST, EXTRA = 'searched', 'random', 'random_own_cost', 'extra'
-KINDS = (SEARCHED, RANDOM, OWN_COST, EXTRA)
+REFERENCE = 'reference'
+KINDS = (SEARCHED, RANDOM, OWN_COST, EXTRA, REFERENCE)
 # Streams of `derived_seed`: one per use, so that adding candidates of one
 # kind never changes those of another.
 _RANDOM_STREAM, _OWN_COST_STREAM, _TRAIN_STREAM = 1, 2, 3
@@ -35,7 +38,7 @@ class Candidate:
 
   Attributes:
     id: a stable name, safe as a directory name (`searched-0-in_window`,
-      `random-03`, `own-1-02`, `extra-00`).
+      `random-03`, `own-1-02`, `extra-00`, `ref-proxylessnas_mobile`).
     kind: one of KINDS.
     architecture: the canonical architecture string.
     block_string: the pruned architecture as a block string.
@@ -205,3 +208,37 @@ def searched_candidate(spec: Any, search: int, rules: Sequence[str],
       block_string=architecture.block_string(architecture.prune(spec,
                                                                 indices)),
       cost=cost, search=search, rules=tuple(rules))
+
+
+def reference_candidates(spec: Any, search_space: str,
+                         references: Sequence[Sequence[str]],
+                         cost_model: Optional[CostModel],
+                         context: Optional[CostContext]) -> List[Candidate]:
+  """Reference networks of the searched space (`ref-<name>`).
+
+  Args:
+    spec: the searched model spec.
+    search_space: the searched space's name.
+    references: (name, space, architecture) of each network, as
+      `bin/evaluate_search.py` reads them from the registry: the space it is
+      a pruning of and its architecture string there.
+
+  Raises:
+    CandidateError: naming a network of another space, or one that is not an
+      architecture of `spec`.
+  """
+  out = []
+  for name, space, arch in references:
+    if space != search_space:
+      raise CandidateError(
+          f'reference net {name!r} is an architecture of {space}, not of '
+          f'the searched space {search_space}')
+    (indices,) = parse_architectures([arch], spec)
+    out.append(Candidate(
+        id=f'ref-{name}', kind=REFERENCE,
+        architecture=architecture.format_indices(indices),
+        block_string=architecture.block_string(architecture.prune(spec,
+                                                                  indices)),
+        cost=None if cost_model is None else float(
+            cost_model.cost(spec, indices, context))))
+  return out

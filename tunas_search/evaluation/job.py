@@ -28,6 +28,7 @@ from tunas_search import config as config_lib
 from tunas_search import data
 from tunas_search.standalone import train_eval
 from tunas_search.evaluation import candidates as candidates_lib
+from tunas_search.evaluation import figure
 from tunas_search.evaluation import one_shot
 from tunas_search.evaluation import worklist as plan_lib
 from tunas_search.evaluation import report
@@ -99,7 +100,8 @@ def _runtime(config: EvaluationConfig, stored: EvaluationConfig
       k: getattr(config, k) for k in (
           'output_dir', 'data_dir', 'use_tpu', 'tpu', 'tpu_zone',
           'gcp_project', 'num_replicas', 'tpu_iterations_per_loop',
-          'shard_index', 'num_shards', 'report_only', 'bootstrap_resamples')}
+          'shard_index', 'num_shards', 'report_only', 'bootstrap_resamples',
+          'decisive_difference')}
       | {'search_model_dirs': config.search_model_dirs
          or stored.search_model_dirs})
 
@@ -122,6 +124,9 @@ def prepare(config: EvaluationConfig
       raise EvaluationError(f'{config.output_dir} holds no evaluation to '
                             'report yet')
     return _runtime(config, stored), existing, []
+  searches = [plan_lib.load_search(d) for d in config.search_model_dirs]
+  plan_lib.check_agree(searches)
+  config = resolve_defaults(config, searches[0])
   if stored is not None:
     changed = config.incompatibilities(stored)
     if changed:
@@ -130,8 +135,6 @@ def prepare(config: EvaluationConfig
           f'{config.output_dir} holds an evaluation with {name}={old!r}, '
           f'not {new!r}; use another --output_dir or the same settings')
     config = _runtime(config, stored)
-  searches = [plan_lib.load_search(d) for d in config.search_model_dirs]
-  plan_lib.check_agree(searches)
   first = searches[0].config
   try:
     data.check_available(first.dataset, config.data_dir or first.data_dir)
@@ -150,6 +153,35 @@ def prepare(config: EvaluationConfig
   else:
     _check_inputs(config, searches[0], existing.candidates[0])
   return config, existing, searches
+
+
+def resolve_defaults(config: EvaluationConfig, search: Search
+                     ) -> EvaluationConfig:
+  """The config with the searches' own batch size where none was given.
+
+  The stand-alone recipe then fits the searches' data and machine (their
+  image size is always theirs), not TuNAS's ImageNet batch of 4096.
+  """
+  if config.train_batch_size is None:
+    config = dataclasses.replace(
+        config, train_batch_size=search.config.train_batch_size)
+  return config
+
+
+def describe_recipe(config: EvaluationConfig, search: Search,
+                    candidate: Candidate) -> str:
+  """One line saying which stand-alone recipe runs (for the log)."""
+  train = training_config(config, search, candidate, 0)
+  s = search.config
+  batch = ("the searches' own" if config.train_batch_size ==
+           s.train_batch_size else 'given')
+  steps = ('--train_steps' if config.train_steps is not None else
+           f'{config.epochs:g} epochs of {s.num_train_examples} images')
+  return (f'stand-alone recipe: batch {config.train_batch_size} ({batch}), '
+          f'image size {s.image_size} (the searches\'), {train.total_steps} '
+          f'steps ({steps}), learning rate {config.model_learning_rate:g} per '
+          f'256 images ({train.scaled_model_learning_rate:.4g} at this '
+          f'batch), {config.seeds} seed(s) per candidate')
 
 
 def _check_inputs(config: EvaluationConfig, search: Search,
@@ -288,6 +320,8 @@ def run(config: EvaluationConfig, hooks=None) -> Optional[Dict[str, Any]]:
   config, plan, searches = prepare(config)
   if config.report_only:
     return write_report(config, plan)
+  logging.info('evaluation: %s', describe_recipe(config, searches[0],
+                                                 plan.candidates[0]))
   _one_shot(config, plan, searches)
   everything = trainings(plan, config)
   mine = _mine(everything, config)
@@ -339,12 +373,15 @@ def write_report(config: EvaluationConfig, plan: Plan) -> Dict[str, Any]:
   scores, runs = collect(config, plan)
   built = report.build(plan, scores, runs, seeds=config.seeds,
                        seed=config.seed,
-                       bootstrap_resamples=config.bootstrap_resamples)
+                       bootstrap_resamples=config.bootstrap_resamples,
+                       decisive_difference=config.decisive_difference)
+  for line in report.warnings(built):
+    logging.warning('evaluation: %s', line)
   text = report.format_text(built)
   write_atomically(os.path.join(config.output_dir, report.JSON_FILENAME),
                    json.dumps(built, indent=1, sort_keys=True))
   write_atomically(os.path.join(config.output_dir, report.TEXT_FILENAME),
                    text + '\n')
-  figure = os.path.join(config.output_dir, report.FIGURE_FILENAME)
-  report.plot(figure, built, temporary_name(figure))
+  path = os.path.join(config.output_dir, report.FIGURE_FILENAME)
+  figure.plot(path, built, temporary_name(path))
   return built

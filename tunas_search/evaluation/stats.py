@@ -4,21 +4,22 @@ Rank correlations (Kendall's tau-b with ties, Spearman's rho on average
 ranks) with seeded percentile-bootstrap intervals, where a value stands among
 a population (rank, mid-rank percentile, a one-sided rank test), the
 Mann-Whitney comparison of two groups (probability of superiority and its
-one-sided p-value), the seed noise of repeated trainings and the difference
-a comparison can detect. The tests check each against values computed by
-hand.
+one-sided p-value), the two-way decomposition of repeated trainings
+(candidate x run) into seed noise, run effect and the architectures' spread
+with an upper confidence bound, and the rank correlation a perfect
+predictor could reach against means of k seeds. The F and t quantiles are
+computed by numerical integration. Power and sample sizes are simulated in
+`power`. The tests check each against values computed by hand.
 """
 
+import dataclasses
+import functools
 import itertools
 import math
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-# Quantiles of the standard normal distribution: one-sided 5% level and 80%
-# power, the usual design of a comparison (Cohen 1988, ch. 2).
-Z_ALPHA_5_PERCENT = 1.6448536269514722
-Z_POWER_80_PERCENT = 0.8416212335729143
 # Above this many ways to split the pooled values, the Mann-Whitney p-value
 # is estimated from seeded random splits instead of enumerated.
 MAX_EXACT_SPLITS = 200000
@@ -212,7 +213,10 @@ def pooled_seed_std(groups: Sequence[Sequence[float]]) -> Optional[float]:
 
 
 def seed_vs_seed_tau(runs: Sequence[Sequence[float]]) -> Optional[float]:
-  """Kendall's tau-b between seeds: the noise ceiling of any rank correlation.
+  """Kendall's tau-b between seeds: how well single trainings agree.
+
+  Not the ceiling of a correlation with means of several seeds, which are
+  more reliable than single runs (`tau_ceiling`).
 
   Args:
     runs: per candidate, its accuracies in seed order.
@@ -233,50 +237,190 @@ def seed_vs_seed_tau(runs: Sequence[Sequence[float]]) -> Optional[float]:
   return float(np.mean(taus)) if taus else None
 
 
-def detectable_difference(spread: float, n_a: int, n_b: int) -> float:
-  """The smallest true difference of group means found 80% of the time.
 
-  A one-sided 5% test of two group means whose members scatter with
-  standard deviation `spread` (normal approximation):
-  (z_0.95 + z_0.80) x spread x sqrt(1/n_a + 1/n_b).
+def _simpson(f: Callable[[np.ndarray], np.ndarray], high: float,
+             points: int = 4001) -> float:
+  """The integral of f over [0, high] by Simpson's rule (`points` odd)."""
+  u = np.linspace(0.0, high, points)
+  w = np.ones(points)
+  w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+  return float(np.sum(w * f(u)) * (high / (points - 1)) / 3.0)
+
+
+def _bisect(cdf: Callable[[float], float], q: float, low: float,
+            high: float) -> float:
+  while cdf(high) < q:
+    high *= 2.0
+  for _ in range(80):
+    middle = 0.5 * (low + high)
+    low, high = (middle, high) if cdf(middle) < q else (low, middle)
+  return 0.5 * (low + high)
+
+
+def f_cdf(x: float, d1: int, d2: int) -> float:
+  """P(F <= x) for Snedecor's F with (d1, d2) degrees of freedom.
+
+  The density in u = sqrt(x), which removes the pole at 0 for d1 = 1:
+  2 u f(u^2), f(x) = (d1/d2)^(d1/2) x^(d1/2-1) (1 + d1 x/d2)^(-(d1+d2)/2)
+  / B(d1/2, d2/2).
   """
-  if n_a < 1 or n_b < 1:
-    return float('nan')
-  return ((Z_ALPHA_5_PERCENT + Z_POWER_80_PERCENT) * spread *
-          math.sqrt(1.0 / n_a + 1.0 / n_b))
+  if x <= 0:
+    return 0.0
+  log_c = (0.5 * d1 * math.log(d1 / d2) - math.lgamma(0.5 * d1)
+           - math.lgamma(0.5 * d2) + math.lgamma(0.5 * (d1 + d2)))
+
+  def density(u):
+    return 2.0 * np.exp(log_c + (d1 - 1) * np.log(np.maximum(u, 1e-300))
+                        - 0.5 * (d1 + d2) * np.log1p(d1 * u * u / d2))
+  return min(1.0, _simpson(density, math.sqrt(x)))
 
 
-def seeds_for(difference: float, seed_std: float,
-              architecture_std: float, n_a: int, n_b: int,
-              max_seeds: int = 100) -> Optional[int]:
-  """Seeds per candidate after which `detectable_difference` <= difference.
+@functools.lru_cache(maxsize=256)
+def f_quantile(q: float, d1: int, d2: int) -> float:
+  """The q-quantile of F(d1, d2), by bisection of `f_cdf`."""
+  return _bisect(lambda x: f_cdf(x, d1, d2), q, 0.0, 4.0)
 
-  Each candidate's mean over k seeds scatters as sqrt(architecture_std^2 +
-  seed_std^2 / k). None when even `max_seeds` seeds are not enough (the
-  architectures themselves scatter too much for groups this small).
+
+@functools.lru_cache(maxsize=256)
+def t_quantile(q: float, dof: int) -> float:
+  """The q-quantile (q >= 0.5) of Student's t with `dof` degrees of freedom."""
+  log_c = (math.lgamma(0.5 * (dof + 1)) - math.lgamma(0.5 * dof)
+           - 0.5 * math.log(dof * math.pi))
+
+  def cdf(x):
+    return 0.5 + _simpson(lambda u: np.exp(
+        log_c - 0.5 * (dof + 1) * np.log1p(u * u / dof)), x)
+  return _bisect(cdf, q, 0.0, 4.0)
+
+
+def mean_difference(a: Sequence[float], b: Sequence[float],
+                    level: float = 0.95) -> Dict[str, Optional[float]]:
+  """mean(a) - mean(b) with its two-sided pooled-variance t interval.
+
+  The interval is difference +- t_{(1+level)/2, na+nb-2} s_p sqrt(1/na +
+  1/nb), s_p^2 the pooled sample variance (Student 1908): both groups are
+  candidates whose values scatter alike (architecture spread and the seed
+  noise of a k-seed mean). None for the interval below three values or
+  with a group of one value and nothing else to pool.
   """
-  for k in range(1, max_seeds + 1):
-    spread = math.sqrt(architecture_std ** 2 + seed_std ** 2 / k)
-    if detectable_difference(spread, n_a, n_b) <= difference:
-      return k
-  return None
+  a = np.asarray(a, dtype=np.float64)
+  b = np.asarray(b, dtype=np.float64)
+  out = {'difference': None, 'low': None, 'high': None, 'level': level}
+  if a.size == 0 or b.size == 0:
+    return out
+  out['difference'] = float(a.mean() - b.mean())
+  dof = a.size + b.size - 2
+  if dof < 1:
+    return out
+  pooled = (np.sum((a - a.mean()) ** 2) + np.sum((b - b.mean()) ** 2)) / dof
+  half = (t_quantile(0.5 + level / 2, dof) * math.sqrt(pooled)
+          * math.sqrt(1 / a.size + 1 / b.size))
+  out['low'], out['high'] = out['difference'] - half, out['difference'] + half
+  return out
 
 
-def architecture_std(means: Sequence[float], seed_std: Optional[float],
-                     seeds: int) -> Optional[float]:
-  """Spread of the candidates' true accuracies, seed noise taken out.
+# One-sided level of the upper confidence bound on the architectures' spread.
+SPREAD_BOUND_LEVEL = 0.9
 
-  The variance of per-candidate means over `seeds` seeds, less the part the
-  seed noise explains (seed_std^2 / seeds), floored at 0. None below two
-  means.
+
+@dataclasses.dataclass(frozen=True)
+class Decomposition:
+  """Repeated trainings split into their sources (`two_way`).
+
+  Attributes:
+    candidates, runs: the table's size (every candidate has every run).
+    seed_std: the noise of one training, from the residual.
+    run_std: the effect shared by run r of every candidate (its seed's data
+      order and augmentation), floored at 0.
+    architecture_std: the spread of the population's true accuracies,
+      floored at 0 (a point estimate; 0 is not a measurement of 0).
+    architecture_std_upper: its one-sided `level` upper confidence bound.
+    level: that level.
+    population: rows whose spread is measured.
+    ms_population, ms_residual, dof_population, dof_residual: the mean
+      squares and degrees of freedom the estimates come from.
   """
-  m = np.asarray(means, dtype=np.float64)
-  if m.size < 2:
+  candidates: int
+  runs: int
+  seed_std: float
+  run_std: float
+  architecture_std: float
+  architecture_std_upper: float
+  level: float
+  population: int
+  ms_population: float
+  ms_residual: float
+  dof_population: int
+  dof_residual: int
+
+
+def two_way(table: Any, population: Optional[Sequence[int]] = None,
+            level: float = SPREAD_BOUND_LEVEL) -> Optional[Decomposition]:
+  """Candidate x run decomposition of trainings that share run seeds.
+
+  Run r of every candidate uses the same seed, so y_ij = mu + a_i + r_j +
+  e_ij (two-way, no replication). The residual mean square estimates the
+  seed noise sigma_e^2 free of the run effect; the mean square of the
+  population's candidate means, MS_c = k var(row means), has expectation
+  k sigma_a^2 + sigma_e^2 (the run effect cancels between candidates), so
+  sigma_a^2 = (MS_c - MS_e) / k. Its upper bound inverts the exact F
+  distribution of MS_c / MS_e ~ (1 + k sigma_a^2 / sigma_e^2) F(c-1,
+  dof_e): sigma_a^2 <= (MS_c / F_{1-level}(c-1, dof_e) - MS_e) / k, with
+  MS_e in place of sigma_e^2 (its coverage is checked by simulation in
+  tests/evaluation/test_stats.py).
+
+  Args:
+    table: candidates x runs (c >= 2 rows, k >= 2 columns).
+    population: the rows whose spread is wanted (default all; at least 2).
+    level: one-sided level of the upper bound.
+
+  Returns:
+    The decomposition, or None for a table too small.
+  """
+  y = np.asarray(table, dtype=np.float64)
+  rows = list(range(y.shape[0])) if population is None else list(population)
+  if y.ndim != 2 or y.shape[0] < 2 or y.shape[1] < 2 or len(rows) < 2:
     return None
-  variance = float(m.var(ddof=1))
-  if seed_std is not None and seeds > 0:
-    variance -= seed_std ** 2 / seeds
-  return math.sqrt(max(0.0, variance))
+  c, k = y.shape
+  grand = y.mean()
+  row, col = y.mean(axis=1), y.mean(axis=0)
+  dof_e = (c - 1) * (k - 1)
+  ms_e = float(np.sum((y - row[:, None] - col[None, :] + grand) ** 2)) / dof_e
+  ms_r = c * float(np.sum((col - grand) ** 2)) / (k - 1)
+  ms_c = k * float(np.var(row[rows], ddof=1))
+  bound = ms_c / f_quantile(1.0 - level, len(rows) - 1, dof_e) - ms_e
+  return Decomposition(
+      candidates=c, runs=k, seed_std=math.sqrt(ms_e),
+      run_std=math.sqrt(max(0.0, (ms_r - ms_e) / c)),
+      architecture_std=math.sqrt(max(0.0, (ms_c - ms_e) / k)),
+      architecture_std_upper=math.sqrt(max(0.0, bound / k)), level=level,
+      population=len(rows), ms_population=ms_c, ms_residual=ms_e,
+      dof_population=len(rows) - 1, dof_residual=dof_e)
+
+
+def reliability(architecture_std: float, seed_std: float, seeds: int
+                ) -> Optional[float]:
+  """The reliability of a mean of `seeds` trainings across architectures.
+
+  a^2 / (a^2 + s^2 / k): Spearman-Brown's k-fold lengthening of the single
+  training's a^2 / (a^2 + s^2) (Spearman 1910, Brown 1910). None when both
+  are 0.
+  """
+  total = architecture_std ** 2 + seed_std ** 2 / seeds
+  return None if total == 0 else architecture_std ** 2 / total
+
+
+def tau_ceiling(architecture_std: float, seed_std: float, seeds: int
+                ) -> Optional[float]:
+  """The Kendall tau a perfect predictor reaches against k-seed means.
+
+  A predictor equal to the true accuracies correlates with k-seed means at
+  Pearson r = sqrt(reliability); for normal values tau = (2 / pi) asin(r)
+  (Kendall 1948, Greiner's relation). One-shot scores cannot be expected
+  above it.
+  """
+  r = reliability(architecture_std, seed_std, seeds)
+  return None if r is None else 2.0 / math.pi * math.asin(math.sqrt(r))
 
 
 def interval_list(pair: Tuple[float, float]) -> List[Optional[float]]:

@@ -211,15 +211,19 @@ def make(config: EvaluationConfig, searches: Sequence[Search]) -> Plan:
 
   Raises:
     EvaluationError: if a window is empty or unreachable, a rule cannot be
-      applied or an extra architecture is not one of the searched space.
+      applied or an extra or reference architecture is not one of the
+      searched space.
   """
   first = searches[0]
+  model, context = _cost_model(first.config)
   try:
     extra = candidates_lib.parse_architectures(config.extra_architectures,
                                                first.spec)
+    references = candidates_lib.reference_candidates(
+        first.spec, first.config.search_space, config.reference_nets, model,
+        context)
   except candidates_lib.CandidateError as e:
     raise EvaluationError(str(e)) from None
-  model, context = _cost_model(first.config)
   target = first.config.rl_cost_model_target if model else None
   summaries, searched = [], []
   for index, search in enumerate(searches):
@@ -233,8 +237,8 @@ def make(config: EvaluationConfig, searches: Sequence[Search]) -> Plan:
       search_space=first.config.search_space,
       cost_model=first.config.cost_model, unit=model.unit if model else '',
       target=target, window=window, searches=summaries,
-      candidates=searched + randoms + candidates_lib.extra_candidates(
-          first.spec, extra, model, context))
+      candidates=searched + randoms + references
+      + candidates_lib.extra_candidates(first.spec, extra, model, context))
 
 
 def read(output_dir: str) -> Optional[Plan]:
