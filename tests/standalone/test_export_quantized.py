@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.files import snapshot
 from tests.standalone import test_train_eval
 from tunas_search import data
 from tunas_search.config.export import ExportOptions
 from tunas_search.runtime import tflite
+from tunas_search.standalone import accuracy
 from tunas_search.standalone import export
 from tunas_search.standalone import train_eval
 
@@ -183,3 +185,50 @@ def test_other_modes(run_dir, tmp_path, quantize):
   assert ('float16' if quantize == 'float16' else 'int8') in kinds
   assert result.tensors[quantize]['inputs']['images']['dtype'] == 'float32'
   assert result.accuracy[quantize]['top1_agreement'] >= MIN_TOP1_AGREEMENT
+
+
+@pytest.fixture
+def earlier(run_dir, tmp_path):
+  """(export dir holding a float export of the run, its files)."""
+  export_dir = str(tmp_path / 'export')
+  export.export_run(run_dir, export_dir, options=ExportOptions(
+      evaluate=False))
+  return export_dir, snapshot(export_dir)
+
+
+def _assert_unchanged(export_dir, files):
+  assert snapshot(export_dir) == files
+  assert sorted(os.listdir(os.path.dirname(export_dir))) == ['export']
+
+
+def test_a_kill_during_the_evaluation_leaves_the_earlier_export(
+    run_dir, earlier, monkeypatch):
+  export_dir, files = earlier
+
+  def interrupted(models, examples, total=None):
+    del models, total
+    next(iter(examples))  # The models are written, the evaluation began.
+    raise KeyboardInterrupt('injected')
+  monkeypatch.setattr(accuracy, 'predict', interrupted)
+  with pytest.raises(KeyboardInterrupt):
+    export.export_run(run_dir, export_dir, options=ExportOptions(
+        quantize='int8', calibration_images=CALIBRATION_IMAGES))
+  _assert_unchanged(export_dir, files)
+
+
+def test_a_failed_int8_conversion_is_one_line_and_changes_nothing(
+    run_dir, earlier, monkeypatch):
+  export_dir, files = earlier
+  convert = tflite.saved_model_to_tflite
+
+  def failing(saved_model_dir, quantize='none', *args):
+    if quantize == 'int8':
+      raise RuntimeError("'tfl.hard_swish' op is not int8\nmore detail")
+    return convert(saved_model_dir, quantize, *args)
+  monkeypatch.setattr(tflite, 'saved_model_to_tflite', failing)
+  with pytest.raises(export.ExportFailedError) as error:
+    export.export_run(run_dir, export_dir, options=ExportOptions(
+        quantize='int8', calibration_images=CALIBRATION_IMAGES))
+  assert str(error.value) == ("the int8 TFLite conversion failed: "
+                              "'tfl.hard_swish' op is not int8")
+  _assert_unchanged(export_dir, files)

@@ -70,6 +70,8 @@ def predict(models: Mapping[str, bytes],
     interpreter = tf.lite.Interpreter(model_content=content, num_threads=1)
     runners[name] = tflite.signature_runner(interpreter)
   labels, ranked = [], {name: [] for name in models}
+  logging.info('evaluating %s on %s images, one at a time',
+               ', '.join(models), total if total else 'the')
   began = last = time.time()
   for image, label in examples:
     batch = np.asarray(image, np.float32)[np.newaxis]
@@ -85,6 +87,8 @@ def predict(models: Mapping[str, bytes],
       logging.info('evaluated %d%s images with %d model(s) (%.0f images/s%s)',
                    len(labels), f'/{total}' if total else '', len(runners),
                    rate, eta)
+  logging.info('evaluated %d images with %d model(s) in %s', len(labels),
+               len(runners), progress.format_seconds(time.time() - began))
   k = min(TOP_K, *(r[0].shape[0] for r in ranked.values())) if labels else 1
   return Predictions(
       np.asarray(labels, np.int64),

@@ -288,8 +288,8 @@ def _write_tflite_models(temporary: str, config, data_dir: Optional[str],
     # (docs/DESIGN.md, "TensorFlow internals"): any failure here is the
     # quantized conversion's.
     except Exception as e:  # pylint: disable=broad-except
-      raise ExportFailedError(f'converting to a {options.quantize} TFLite '
-                              f'model failed: {_first_line(e)}') from e
+      raise ExportFailedError(f'the {options.quantize} TFLite conversion '
+                              f'failed: {_first_line(e)}') from e
   for precision, model in models.items():
     name = (TFLITE_FILENAME if precision == FLOAT
             else quantized_filename(options.quantize))
