@@ -232,3 +232,15 @@ def test_a_failed_int8_conversion_is_one_line_and_changes_nothing(
   assert str(error.value) == ("the int8 TFLite conversion failed: "
                               "'tfl.hard_swish' op is not int8")
   _assert_unchanged(export_dir, files)
+
+
+def test_the_same_seed_exports_the_same_int8_model(run_dir, int8_export,
+                                                    tmp_path):
+  again = export.export_run(run_dir, str(tmp_path / 'export'),
+                            options=ExportOptions(
+                                quantize='int8',
+                                calibration_images=CALIBRATION_IMAGES))
+  assert _read(again.quantized_tflite_path) == _read(
+      int8_export.quantized_tflite_path)
+  assert _read(again.predictions_path) == _read(int8_export.predictions_path)
+  assert again.accuracy == int8_export.accuracy
