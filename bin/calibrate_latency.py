@@ -3,13 +3,15 @@
 
   python bin/calibrate_latency.py --search_space=proxylessnas_search \\
       --output_dir=/tmp/calibration --num_samples=200 --image_size=224 \\
-      --threads=1
+      --threads=1 [--quantize=int8]
 
 Samples architectures across the space's cost range, builds each with random
-weights, converts it to a float TFLite model and times it (median of
---runs after --warmup_runs, and the fastest): on this machine's CPU (`--backend=tflite_cpu`)
-or on an Android device through adb (`--backend=adb --benchmark_binary=PATH
-[--device_serial=SERIAL]`, TensorFlow Lite's benchmark_model). Each
+weights, converts it to a float TFLite model (or, with --quantize=int8, a
+full-integer one, as bin/export_model.py --quantize=int8 ships it) and
+times it (median of --runs after --warmup_runs, and the fastest): on this
+machine's CPU (`--backend=tflite_cpu`) or on an Android device through adb
+(`--backend=adb --benchmark_binary=PATH [--device_serial=SERIAL]`,
+TensorFlow Lite's benchmark_model, given the model file as it is). Each
 measurement is appended to OUTPUT_DIR/measurements.jsonl as it is taken: an
 interrupted calibration resumes where it stopped, and a rerun with a larger
 --num_samples measures only the new architectures. Then fits the model on
@@ -17,7 +19,10 @@ interrupted calibration resumes where it stopped, and a rerun with a larger
 its error on the held-out 1/5 and writes
 OUTPUT_DIR/latency_model.json (and predicted_vs_measured.png). Search with
 it: `bin/search.py --cost_model=measured
---cost_model_file=OUTPUT_DIR/latency_model.json --rl_cost_model_target=MS`.
+--cost_model_file=OUTPUT_DIR/latency_model.json --rl_cost_model_target=MS`
+(an int8 latency model makes that a search against int8 latency; the
+latency model records its precision, which search_result.json and
+analyze_search name).
 """
 
 import os
@@ -87,7 +92,8 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
   report = result.model.heldout
   plot = calibration.plot(
       config.output_dir, result,
-      f'{config.search_space} {config.image_size}px, {config.threads} '
+      f'{config.search_space} {config.image_size}px, '
+      f'{calibration.PRECISIONS[config.quantize]}, {config.threads} '
       f'thread(s), {config.statistic}: MAPE {report["mape_percent"]:.1f}%')
   from tunas_search.runtime import progress  # pylint: disable=g-import-not-at-top
   total = sum(m.seconds for m in measurements)

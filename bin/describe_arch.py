@@ -8,7 +8,9 @@
 Without --indices, a reference net describes itself and a search space its
 largest network. Runs on numpy only (no TensorFlow graph), so it is fast;
 only --measure_latency builds the network in TensorFlow, converts it to a
-float TFLite model and times it on this machine's CPU.
+TFLite model (float, or --quantize=int8 for a full-integer one, as
+bin/export_model.py --quantize=int8 ships it) and times it on this
+machine's CPU.
 """
 
 import json
@@ -34,6 +36,8 @@ from . import resolve
 from tunas_search.space import architecture
 from tunas_search import config as config_lib
 from tunas_search import cost_models
+from tunas_search.config.export import PRECISIONS
+from tunas_search.config.export import QUANTIZE_MODES
 from tunas_search.space import schema
 
 FORMATS = ('text', 'json')
@@ -72,6 +76,10 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                     'weights), convert it to a float TFLite model and report '
                     'its median latency on this CPU (1 thread).',
                     flag_values=flag_values)
+  flags.DEFINE_enum('quantize', 'none', list(QUANTIZE_MODES),
+                    '--measure_latency: time the model quantized so (int8: '
+                    'full integer, float32 input/output).',
+                    flag_values=flag_values)
   flags.DEFINE_integer('latency_runs', 20, 'Timed runs of --measure_latency '
                        '(after 3 warm-up runs).', lower_bound=1,
                        flag_values=flag_values)
@@ -97,8 +105,9 @@ def describe(space_name: str, indices: Optional[str] = None,
     string), indices (its list of ints), block_string, image_size, params,
     madds,
     num_decisions, log10_space_size and `cost/<name>` for every applicable
-    cost model. `architecture` and `indices` mean what they mean in
-    analyze_search's JSON.
+    cost model, plus latency_model_precision (float32 or int8: what
+    cost/measured estimates) with a cost model file. `architecture` and
+    `indices` mean what they mean in analyze_search's JSON.
 
   Raises:
     cli.UsageError: unknown space, indices that do not fit it, or an image
@@ -128,6 +137,11 @@ def describe(space_name: str, indices: Optional[str] = None,
            for name in cost_models.applicable(context.space_name, spec,
                                               cost_model_file)}
   block_string = getattr(architecture, 'block_string', None)
+  precision = {}
+  if cost_model_file:
+    # What cost/measured estimates: float32 or int8 models' latency.
+    precision['latency_model_precision'] = cost_models.measured.load(
+        cost_model_file).precision
   return {
       'search_space': space.name,
       'architecture': architecture.format_indices(chosen),
@@ -140,23 +154,30 @@ def describe(space_name: str, indices: Optional[str] = None,
       'num_decisions': len(schema.decisions(spec)),
       'log10_space_size': schema.log10_space_size(spec),
       **costs,
+      **precision,
   }
 
 
 MEASURED_KEY = 'measured_latency_ms/tflite_cpu'
 MEASURED_MIN_KEY = 'measured_latency_min_ms/tflite_cpu'
+MEASURED_PRECISION_KEY = 'measured_precision'
 WARMUP_RUNS = 3
 
 
 def measure_latency(space_name: str, indices: str, num_classes: int = 1000,
                     image_size: int = 224, input_channels: int = 3,
-                    runs: int = 20) -> Dict[str, float]:
-  """Median and minimum float TFLite latency on this CPU, one thread.
+                    runs: int = 20, quantize: str = 'none'
+                    ) -> Dict[str, Any]:
+  """Median and minimum TFLite latency on this CPU, one thread.
 
   Imports TensorFlow (only this option of the tool needs it).
 
+  Args:
+    quantize: how the model is converted (`QUANTIZE_MODES`; 'none': float).
+
   Returns:
-    {MEASURED_KEY: median ms, MEASURED_MIN_KEY: minimum ms}.
+    {MEASURED_KEY: median ms, MEASURED_MIN_KEY: minimum ms,
+    MEASURED_PRECISION_KEY: 'float32', 'int8', ...}.
   """
   # pylint: disable=g-import-not-at-top
   from tunas_search.runtime import tflite
@@ -165,10 +186,11 @@ def measure_latency(space_name: str, indices: str, num_classes: int = 1000,
   masked = architecture.with_indices(spec, architecture.parse_indices(
       indices, spec))
   model = tflite.random_tflite_model(masked, image_size, input_channels,
-                                     num_classes)
+                                     num_classes, quantize=quantize)
   latency = tflite.measure_tflite_latency(model, runs=runs,
                                           warmup_runs=WARMUP_RUNS)
-  return {MEASURED_KEY: latency.median_ms, MEASURED_MIN_KEY: latency.min_ms}
+  return {MEASURED_KEY: latency.median_ms, MEASURED_MIN_KEY: latency.min_ms,
+          MEASURED_PRECISION_KEY: PRECISIONS[quantize]}
 
 
 def format_text(info: Dict[str, Any]) -> str:
@@ -186,9 +208,13 @@ def format_text(info: Dict[str, Any]) -> str:
   for key in sorted(k for k in info if k.startswith('cost/')):
     unit = cost_models.get(key[len('cost/'):]).unit
     lines.append(f'{key + ":":<22} {info[key]:,.2f} {unit}')
+  if 'latency_model_precision' in info:
+    lines.append(f'{"latency model:":<22} {info["latency_model_precision"]} '
+                 '(what cost/measured estimates)')
   if MEASURED_KEY in info:
     lines.append(f'{"measured tflite cpu:":<22} {info[MEASURED_KEY]:,.2f} ms '
-                 f'(median, 1 thread; min {info[MEASURED_MIN_KEY]:,.2f} ms)')
+                 f'({info[MEASURED_PRECISION_KEY]}, median, 1 thread; min '
+                 f'{info[MEASURED_MIN_KEY]:,.2f} ms)')
   return '\n'.join(lines)
 
 
@@ -204,6 +230,9 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   if f.format not in FORMATS:
     raise cli.UsageError(f'unknown --format {f.format!r}; valid choices: '
                          f'{", ".join(FORMATS)}')
+  if f.quantize != 'none' and not f.measure_latency:
+    raise cli.UsageError(f'--quantize={f.quantize} quantizes the model '
+                         '--measure_latency times; add --measure_latency')
   info = describe(f.search_space, f.indices, num_classes=f.num_classes,
                   image_size=f.image_size, input_channels=f.input_channels,
                   cost_model_file=f.cost_model_file)
@@ -212,7 +241,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
         info['search_space'], info['architecture'],
         num_classes=f.num_classes,
         image_size=info['image_size'], input_channels=f.input_channels,
-        runs=f.latency_runs))
+        runs=f.latency_runs, quantize=f.quantize))
   print(json.dumps(info, indent=2) if f.format == 'json'
         else format_text(info))
 

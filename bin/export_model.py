@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""Exports a train_eval model dir as a SavedModel and a float TFLite model.
+"""Exports a train_eval model dir as a SavedModel and TFLite models.
 
   python bin/export_model.py --model_dir=/tmp/final
+  python bin/export_model.py --model_dir=/tmp/final --quantize=int8
   python bin/export_model.py --model_dir=/tmp/final --export_dir=/tmp/out \\
       --checkpoint=/tmp/final/model.ckpt-1000 --notflite
 
 The SavedModel's serving signature takes float32 images [N, S, S, C] already
 normalised like the input pipeline ((x / 255 - mean) / std per channel;
 export_info.json records S, C, mean and std) and returns logits and
-probabilities. A re-export replaces the earlier one atomically: a failure
-leaves it as it was.
+probabilities. Beside it: the float TFLite model and, with --quantize, a
+post-training quantized one (int8: full integer, activation ranges from
+--calibration_images of the run's training split; --int8_io for int8 input
+and output tensors); export_info.json records each model's input and output
+quantization parameters and, unless --noevaluate, every model's top-1/top-5
+on the run's evaluation split (batch 1 through the interpreter; each
+image's predictions in predictions.json). A re-export replaces the earlier
+one atomically: a failure or a kill leaves it as it was.
 """
 
 import dataclasses
@@ -31,6 +38,11 @@ from absl import flags
 from absl import logging
 
 from . import cli
+from . import config_flags
+from tunas_search.config import ConfigError
+from tunas_search.config.export import ExportOptions
+
+OPTION_FLAGS = config_flags.ConfigFlags(ExportOptions, ())
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
@@ -43,7 +55,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
                       **fv)
   flags.DEFINE_string('checkpoint', None, 'Checkpoint prefix of --model_dir, '
                       'e.g. model.ckpt-1000 (default: the latest).', **fv)
-  flags.DEFINE_bool('tflite', True, 'Also write the float TFLite model.', **fv)
+  OPTION_FLAGS.define(flag_values)
 
 
 def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
@@ -53,6 +65,10 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
   f = flag_values
   if not f.model_dir:
     raise cli.UsageError('--model_dir is required')
+  try:
+    options = ExportOptions(**OPTION_FLAGS.values(f))
+  except ConfigError as e:
+    raise cli.UsageError(str(e)) from None
   if f.export_dir:
     cli.check_output_dir('export_dir', f.export_dir)
   # pylint: disable=g-import-not-at-top
@@ -65,7 +81,7 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
     checkpoint = f.checkpoint and model_dir_lib.find_checkpoint(
         f.model_dir, f.checkpoint, flag='checkpoint')
     result = export.export_run(f.model_dir, f.export_dir, checkpoint,
-                               tflite=f.tflite)
+                               options)
   except (export.ExportError, model_dir_lib.ModelDirError) as e:
     raise cli.UsageError(str(e)) from None
   except export.ExportFailedError as e:
@@ -73,6 +89,9 @@ def main(argv, flag_values: flags.FlagValues = flags.FLAGS):
              exit_code=cli.FAILURE_EXIT_CODE)
   logging.info('Exported step %d of %s to %s', result.global_step,
                result.checkpoint, result.export_dir)
+  warning = export.accuracy_warning(result, options.max_top1_drop)
+  if warning:
+    logging.warning('%s', warning)
   print(json.dumps(dataclasses.asdict(result), indent=2, sort_keys=True))
 
 

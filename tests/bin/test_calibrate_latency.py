@@ -3,6 +3,7 @@
 The calibration itself is tested in tests/cost_models/test_calibration.py.
 """
 
+import json
 import os
 import stat
 import subprocess
@@ -148,6 +149,8 @@ def test_calibrate_then_every_tool_reads_the_model(tmp_path):
                     f'--cost_model_file={model}', '--format=json')
   assert described.returncode == 0, described.stderr[-2000:]
   assert '"cost/measured"' in described.stdout
+  # What cost/measured estimates: float32 models, as calibrated.
+  assert json.loads(described.stdout)['latency_model_precision'] == 'float32'
   sampled = _tool('sample_random.py', space, *shape, '--cost_model=measured',
                   f'--cost_model_file={model}', '--seed=0', '--format=json')
   assert sampled.returncode == 0, sampled.stderr[-2000:]

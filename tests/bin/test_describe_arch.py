@@ -137,7 +137,26 @@ def test_measure_latency_reports_tflite_cpu_next_to_the_estimate(capsys):
   estimate = describe_arch.describe('proxylessnas_mobile', image_size=64)
   assert info['cost/pixel1_latency'] == estimate['cost/pixel1_latency']
   text = describe_arch.format_text(info)
-  assert f'measured tflite cpu:   {measured:,.2f} ms (median, 1 thread' in text
+  assert (f'measured tflite cpu:   {measured:,.2f} ms (float32, median, 1 '
+          'thread') in text
+  assert info[describe_arch.MEASURED_PRECISION_KEY] == 'float32'
+
+
+def test_measure_int8_latency(capsys):
+  info = json.loads(_main(capsys, '--search_space=proxylessnas_mobile',
+                          '--format=json', '--measure_latency',
+                          '--quantize=int8', '--latency_runs=3',
+                          '--image_size=64'))
+  assert info[describe_arch.MEASURED_PRECISION_KEY] == 'int8'
+  assert 0 <= info[describe_arch.MEASURED_MIN_KEY] <= info[
+      describe_arch.MEASURED_KEY]
+  assert '(int8, median, 1 thread' in describe_arch.format_text(info)
+
+
+def test_quantize_needs_measure_latency(capsys):
+  with pytest.raises(cli.UsageError, match='^--quantize=int8 quantizes the '
+                     'model --measure_latency times; add --measure_latency$'):
+    _main(capsys, '--search_space=mobilenet_v2', '--quantize=int8')
 
 
 def test_default_path_does_not_import_tensorflow():

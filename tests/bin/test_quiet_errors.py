@@ -55,6 +55,8 @@ BAD_INPUT = [
     ('analyze_search', ['--format=xml'], "unknown --format 'xml'"),
     ('describe_arch', ['--image_size=abc'], 'flag --image_size=abc'),
     ('export_model', ['--tflite=maybe'], 'flag --tflite=maybe'),
+    ('export_model', ['--quantize=int4'], 'flag --quantize=int4: value '
+     'should be one of <none|float16|dynamic|int8>'),
     ('export_model', ['--model_dir=/nonexistent/run'],
      '/nonexistent/run holds no train_eval run'),
     ('sample_random', ['--num_samples=abc'], 'flag --num_samples=abc'),

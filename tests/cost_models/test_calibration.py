@@ -294,3 +294,79 @@ def test_reference_ratio_is_time_over_the_fastest_seen():
   assert reference.ratio() == 1.0 and reference.best == 0.8
   assert reference.ratio() == 1.0
   assert reference.ratio() == pytest.approx(1.25)
+
+
+def test_adb_pushes_the_int8_model_as_it_pushes_a_float_one(tmp_path):
+  # The stand-in adb keeps a copy of what it was given to push.
+  pushed = tmp_path / 'pushed.tflite'
+  adb = tmp_path / 'adb'
+  adb.write_text(
+      '#!/bin/sh\n'
+      f'if [ "$1" = push ]; then cp "$2" {pushed}; fi\n'
+      'if [ "$1" = shell ]; then\n'
+      '  echo "count=3 first=900 curr=800 min=790 max=950 avg=850 std=9"\n'
+      'fi\n')
+  adb.chmod(adb.stat().st_mode | stat.S_IEXEC)
+  config = _config(tmp_path, backend='adb', adb=str(adb), quantize='int8',
+                   benchmark_binary='/data/local/tmp/benchmark_model')
+  spec = tiny.tiny_spec()
+  result = calibration.measure(config, spec, architecture.largest(spec))
+  # No median in this (older) output: the average (microseconds -> ms).
+  assert result == {'latency_ms': 0.85, 'min_ms': 0.79}
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  interpreter = tf.lite.Interpreter(model_path=str(pushed))
+  kinds = {d['dtype'] for d in interpreter.get_tensor_details()}
+  assert np.int8 in kinds  # Full integer inside, float32 at the edges.
+
+
+def test_an_int8_calibration_makes_an_int8_latency_model(tmp_path):
+  spec = tiny.tiny_spec()
+  config = _config(tmp_path, num_samples=10, quantize='int8')
+  done = calibration.calibrate(config, spec, _SyntheticDevice())
+  result = calibration.fit(config, spec, done)
+  assert result.model.precision == 'int8'
+  path = calibration.write_model(config.output_dir, result)
+  assert json.load(open(path, encoding='utf-8'))['precision'] == 'int8'
+  # A float calibration in the same dir is another calibration.
+  with pytest.raises(ConfigError, match="other settings \\(quantize='int8'"):
+    calibration.calibrate(_config(tmp_path, num_samples=10), spec,
+                          _SyntheticDevice())
+  # Latency models written before quantized calibrations were float32.
+  values = json.load(open(path, encoding='utf-8'))
+  del values['precision']
+  assert cost_models.measured.LatencyModel.from_json(
+      json.dumps(values)).precision == 'float32'
+
+
+def test_calibrations_from_before_quantize_resume(tmp_path):
+  spec = tiny.tiny_spec()
+  calibration.calibrate(_config(tmp_path), spec, _SyntheticDevice())
+  settings = tmp_path / 'cal' / calibration.SETTINGS
+  values = json.loads(settings.read_text())
+  del values['quantize']
+  settings.write_text(json.dumps(values))
+  device = _SyntheticDevice()
+  calibration.calibrate(_config(tmp_path, num_samples=14), spec, device)
+  assert len(device.calls) == 2  # Only the new ones.
+
+
+def test_a_search_names_its_int8_latency_model(tmp_path):
+  spec = tiny.tiny_spec()
+  config = _config(tmp_path, num_samples=10, quantize='int8')
+  done = calibration.calibrate(config, spec, _SyntheticDevice())
+  path = calibration.write_model(config.output_dir,
+                                 calibration.fit(config, spec, done))
+  search = tiny.tiny_config(tmp_path / 'search', cost_model='measured',
+                            cost_model_file=path, max_steps=2,
+                            rl_cost_model_target=1.0)
+  found = runner.run_search(search, spec)
+  assert found.latency_precision == 'int8'
+  with open(os.path.join(search.model_dir, runner.RESULT_FILENAME),
+            encoding='utf-8') as f:
+    assert json.load(f)['latency_precision'] == 'int8'
+  from tunas_search.results import render  # pylint: disable=g-import-not-at-top
+  assert 'latency model         int8 (what cost/measured estimates)' in (
+      render.format_text(found))
+  # Without a latency model file, nothing to name.
+  plain = dataclasses.replace(found, latency_precision=None)
+  assert 'latency_precision' not in plain.to_dict()

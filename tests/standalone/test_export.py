@@ -15,6 +15,7 @@ from tests.e2e import tiny
 from tunas_search.runtime import tflite
 from tunas_search.space import architecture
 from tunas_search.standalone import export
+from tunas_search.config.export import ExportOptions
 from tunas_search.standalone import train_eval
 
 tf1 = tf.compat.v1
@@ -90,7 +91,8 @@ def test_export_matches_the_checkpointed_network(tmp_path):
   # another order (XNNPACK): float32 differences ~10x those above.
   np.testing.assert_allclose(lite['logits'], expected, atol=1e-4)
   # Exporting again replaces the earlier export.
-  again = export.export_run(str(tmp_path), tflite=False)
+  again = export.export_run(str(tmp_path),
+                            options=ExportOptions(tflite=False))
   assert again.tflite_path is None
 
 

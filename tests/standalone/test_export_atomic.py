@@ -15,6 +15,7 @@ from tests.files import rewrite_checkpoint_without
 from tests.files import snapshot
 from tunas_search.runtime import tflite as tflite_lib
 from tunas_search.standalone import export
+from tunas_search.config.export import ExportOptions
 
 LEFTOVERS = ('.export' + export.TEMPORARY_SUFFIX,
              '.export' + export.ASIDE_SUFFIX)
@@ -77,7 +78,8 @@ def test_write_error_is_an_export_failed_error(earlier, monkeypatch):
 
 def test_successful_reexport_replaces_the_earlier_one(earlier):
   run_dir, export_dir, files = earlier
-  result = export.export_run(run_dir, export_dir, tflite=False)
+  result = export.export_run(run_dir, export_dir,
+                             options=ExportOptions(tflite=False))
   after = snapshot(export_dir)
   assert 'model.tflite' not in after  # Replaced whole, not merged.
   assert json.loads(after['export_info.json'])['tflite_path'] is None
@@ -218,7 +220,7 @@ def test_an_unfinished_save_is_not_exported(tmp_path):
   test_export.write_run(run_dir)
   killed_saves.kill_save(run_dir, 'empty_index', 'model.ckpt-7', 8)
   assert export.export_run(run_dir, str(tmp_path / 'out'),
-                           tflite=False).global_step == 7
+                           options=ExportOptions(tflite=False)).global_step == 7
   unfinished = os.path.join(run_dir, 'model.ckpt-8')
   with pytest.raises(export.ExportError) as error:
     export.export_run(run_dir, str(tmp_path / 'other'), checkpoint=unfinished)

@@ -30,6 +30,9 @@ from tunas_search.config import check
 from tunas_search.config import check_image_size
 from tunas_search.config import check_seed
 from tunas_search.config import option
+from tunas_search.config.export import check_quantize
+from tunas_search.config.export import PRECISIONS
+from tunas_search.config.export import QUANTIZE_MODES
 from tunas_search.cost_models import analytic
 from tunas_search.cost_models import base
 from tunas_search.cost_models import measured
@@ -82,6 +85,10 @@ class CalibrationConfig:
   input_channels: int = option(3, 'Input channels.')
   num_classes: int = option(1000, 'Classifier outputs.')
   threads: int = option(1, 'Threads of the TFLite interpreter.')
+  quantize: str = option(
+      'none', 'Time models quantized like bin/export_model.py --quantize '
+      'does (int8: full integer, float32 input/output); the fitted model '
+      'then estimates their latency.', choices=QUANTIZE_MODES)
   backend: str = option('tflite_cpu', 'tflite_cpu (this machine) or adb '
                         '(an Android device).', choices=BACKENDS)
   runs: int = option(20, 'Timed runs per architecture (median taken).')
@@ -118,6 +125,7 @@ class CalibrationConfig:
           f'warmup_runs must be >= 0, got {self.warmup_runs}')
     check(self.max_reference_ratio >= 1.0,
           f'max_reference_ratio must be >= 1, got {self.max_reference_ratio}')
+    check_quantize(self.quantize)
     check(self.backend in BACKENDS, f'unknown backend {self.backend!r}; '
           f'valid choices: {", ".join(BACKENDS)}')
     check(self.backend != 'adb' or bool(self.benchmark_binary),
@@ -380,8 +388,9 @@ def tflite_reference(threads: int) -> Reference:
 
 def measure(config: CalibrationConfig, spec: Any, indices: Sequence[int],
             reference: Optional[Reference] = None) -> Dict[str, float]:
-  """Builds one architecture with random weights and times it (again, if
-  disturbed: `least_disturbed`).
+  """Builds one architecture with random weights, converts it as
+  `config.quantize` says and times it (again, if disturbed:
+  `least_disturbed`).
 
   Returns:
     {'latency_ms', 'min_ms'} and, given a reference, 'reference_ratio':
@@ -390,7 +399,9 @@ def measure(config: CalibrationConfig, spec: Any, indices: Sequence[int],
   from tunas_search.runtime import tflite  # pylint: disable=g-import-not-at-top
   masked = architecture.with_indices(spec, indices)
   model = tflite.random_tflite_model(masked, config.image_size,
-                                     config.input_channels, config.num_classes)
+                                     config.input_channels, config.num_classes,
+                                     quantize=config.quantize)
+  # adb pushes the quantized model as it pushes a float one.
   if config.backend == 'adb':
     return least_disturbed(lambda: _measure_adb(config, model))
   timer = tflite.tflite_timer(model, config.threads)
@@ -426,6 +437,8 @@ def _check_settings(config: CalibrationConfig) -> None:
   if os.path.exists(path):
     with open(path, encoding='utf-8') as f:
       old = json.load(f)
+    # Calibrations from before quantized ones timed float models.
+    old.setdefault('quantize', 'none')
     changed = sorted(k for k, v in config.settings().items()
                      if old.get(k) != v)
     if changed:
@@ -568,6 +581,7 @@ def fit(config: CalibrationConfig, spec: Any,
       search_space=config.search_space,
       image_size=config.image_size, input_channels=config.input_channels,
       num_classes=config.num_classes,
+      precision=PRECISIONS[config.quantize],
       device=dict(device or {}, statistic=config.statistic,
                   max_reference_ratio=config.max_reference_ratio))
   predicted = [float(model.predict(r)) for r in rows[test]]

@@ -122,7 +122,9 @@ def error_report(predicted: Sequence[float],
 class LatencyModel:
   """A fitted latency model and what it was fitted for.
 
-  latency_ms = intercept_ms + sum_i coefficients[i] * features[i].
+  latency_ms = intercept_ms + sum_i coefficients[i] * features[i], for
+  models of `precision` (float32, or int8 when calibrated with
+  quantize=int8).
   """
   search_space: str
   image_size: int
@@ -135,6 +137,10 @@ class LatencyModel:
   heldout: Dict[str, float] = dataclasses.field(default_factory=dict)
   fitted_on: int = 0
   format: str = FORMAT
+  # What the timed models computed in (`config.export.PRECISIONS`): float32,
+  # or int8 for a calibration with quantize=int8. Files written before
+  # quantized calibrations were float32.
+  precision: str = 'float32'
 
   def predict(self, values: Sequence[Any]) -> Any:
     """Latency in ms from `features(...)` in `feature_names` order."""

@@ -238,3 +238,24 @@ class ClassifierInputFn(_InputFnBase):
       ds = ds.batch(batch_size, drop_remainder=self.drop_remainder)
     ds = ds.map(lambda images, labels: (self._maybe_transpose(images), labels))
     return ds.prefetch(tf.data.AUTOTUNE)
+
+  def sample(self, count: int, seed: int) -> tf.data.Dataset:
+    """`count` examples of the split drawn with `seed`, unbatched.
+
+    Evaluation preprocessing (no augmentation): what a deployed model sees,
+    e.g. the representative images of an int8 conversion. The same seed
+    draws the same examples; a split smaller than `count` gives all of its
+    examples. The draw is uniform over the split when it fits the shuffle
+    buffer (DEFAULT_SHUFFLE_BUFFER examples), else over shuffled files'
+    first examples.
+
+    Returns:
+      Dataset of (image float32 [S, S, C], label int32).
+    """
+    ds = self.source.examples(self.split, shuffle_files=True, seed=seed)
+    size = self.info.num_examples(self.split)
+    buffer = min(DEFAULT_SHUFFLE_BUFFER, size or DEFAULT_SHUFFLE_BUFFER)
+    ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=False)
+    no_seed = tf.zeros([2], tf.int64)
+    return ds.take(count).map(
+        lambda *example: self._preprocess(example, no_seed, False))

@@ -78,6 +78,10 @@ class Analysis:
     block_string: the pruned architecture as a block string.
     costs: estimate of every applicable cost model, name -> value.
     decisions: one report per decision, in traversal order.
+    latency_precision: with a latency model file (`cost_model_file`), the
+      precision of the models it was calibrated on ('float32', 'int8'),
+      which `costs['measured']` estimates; else None (and left out of
+      `to_dict()`).
   """
   model_dir: str
   search_space: str
@@ -89,10 +93,13 @@ class Analysis:
   block_string: str
   costs: Dict[str, float]
   decisions: List[DecisionReport]
+  latency_precision: Optional[str] = None
 
   def to_dict(self) -> Dict[str, Any]:
     """JSON-ready dict; costs appear both nested and as `cost/<name>`."""
     out = dataclasses.asdict(self)
+    if self.latency_precision is None:
+      del out['latency_precision']
     out.update({f'cost/{k}': v for k, v in sorted(self.costs.items())})
     return out
 
@@ -143,6 +150,15 @@ def estimated_costs(config: SearchConfig, model_spec: Any,
   return {name: float(cost_models.get(name).cost(model_spec, indices, context))
           for name in cost_models.applicable(
               context.space_name, model_spec, context.cost_model_file)}
+
+
+def latency_precision(config: SearchConfig) -> Optional[str]:
+  """What the search's latency model file was calibrated on ('float32',
+  'int8'), or None without one."""
+  context = cost_models.context_for(config)
+  if not context.cost_model_file:
+    return None
+  return cost_models.measured.load(context.cost_model_file).precision
 
 
 def read_scalars(model_dir: str, prefixes: Sequence[str] = ('rl',)
@@ -359,6 +375,7 @@ def analyze(model_dir: str, step: Optional[int] = None,
       block_string=architecture.block_string(architecture.prune(spec,
                                                                 indices)),
       costs=estimated_costs(config, spec, indices),
+      latency_precision=latency_precision(config),
       decisions=[DecisionReport(d.index, d.path, d.tag_name,
                                 [float(p) for p in probs], i)
                  for d, probs, i in zip(decisions, probabilities, indices)])

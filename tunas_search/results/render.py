@@ -35,6 +35,9 @@ def format_text(result: Analysis) -> str:
   for name, value in sorted(result.costs.items()):
     unit = cost_models.get(name).unit
     lines.append(f'{"cost/" + name:<22}{_format_cost(value)} {unit}')
+  if result.latency_precision:
+    lines.append(f'{"latency model":<22}{result.latency_precision} '
+                 '(what cost/measured estimates)')
   lines.append('')
   lines.append(f'{"index":>5}  {"tag":<20}{"choice":>6}  '
                f'{"probabilities":<44}path')
@@ -77,6 +80,8 @@ def format_summary(result: Analysis, details_path: str) -> str:
     details_path: where the full result was written (search_result.json).
   """
   costs = ', '.join(f'{k}={v:.4g}' for k, v in sorted(result.costs.items()))
+  if result.latency_precision:
+    costs += f' (measured: {result.latency_precision} latency model)'
   return '\n'.join([
       f'Search at step {result.step} in {result.model_dir}',
       f'  argmax:       {result.architecture}',
