@@ -45,9 +45,13 @@ $(STAMP): setup.py requirements/cpu.txt
 VERMIN := $(VENV)/bin/vermin --no-tips --violations --eval-annotations \
 	--backport dataclasses -t=3.9-
 
+# Two workers on 2 cores: much of a test's time is single-threaded (Python
+# building graphs, TensorFlow starting in a subprocess). Each test file runs
+# on one worker, so a module's fixtures are built once.
+TEST_WORKERS ?= auto
 test: venv
 	$(VERMIN) tunas_search search_spaces bin bench tools tests
-	$(PY) -m pytest -q -m 'not slow' tests
+	$(PY) -m pytest -q -m 'not slow' -n $(TEST_WORKERS) --dist=loadfile tests
 
 test-all: venv
 	$(PY) -m pytest -q tests

@@ -58,7 +58,7 @@ setuptools.setup(
         'tpu': [f'tensorflow=={_TF}', 'google-api-python-client>=2',
                 'oauth2client>=4.1'],
         'plot': ['matplotlib>=3.7,<3.10'],
-        'test': ['pytest>=7', 'vermin>=1.6'],
+        'test': ['pytest>=7', 'pytest-xdist>=3', 'vermin>=1.6'],
     },
     entry_points={
         'console_scripts': [
