@@ -298,10 +298,10 @@ def test_caught_up_leaves_a_checkpoint_without_deferral_alone(tmp_path):
   np.testing.assert_array_equal(out['w'], values['w'])
 
 
-def test_auto_is_the_default_and_steps_every_weight(tmp_path):
+def test_auto_is_the_default_and_defers_where_it_can(tmp_path):
   config = tiny.tiny_config(tmp_path)
   assert config.unused_weight_steps == 'auto'
-  assert plan_lib.resolve(config).shared_update == 'every_step'
+  assert plan_lib.resolve(config).shared_update == 'deferred'
   for overrides in ({'use_tpu': True, 'tpu': 'my-tpu'},
                     {'num_replicas': 2, 'multi_worker': True},
                     {'num_replicas': 2}):

@@ -57,8 +57,8 @@ DECAY_RTOL = 1e-4
 # feeding a BN) come out as rounding noise of either sign in both forms. On
 # CPUs they differed by up to 3e-5 of the largest (oneDNN off); an H100
 # chose convolution algorithms that differed by 1.4e-4 (2026-11-24), and
-# the GPU bound below passed there on 2026-11-26 (README, "GPUs and several
-# devices"). A channel left unmasked in one batch norm's beta (which the
+# the GPU bound below passed there on 2026-11-26 (docs/benchmarks.md, "On
+# the H100"). A channel left unmasked in one batch norm's beta (which the
 # next batch norm nearly cancels in the logits) moved gradients by up to
 # 1.6e-3 of the largest in proxylessnas_search (issue 52).
 _ON_GPU = bool(tf.config.list_physical_devices('GPU'))
