@@ -22,6 +22,7 @@ from tunas_search.controller import policy as controller
 from tunas_search import cost_models
 from tunas_search.space import schema
 from tunas_search.search import model_fn as search
+from tunas_search.search import step as step_lib
 from tunas_search.config import plan as plan_lib
 from tunas_search.runtime import host_call
 
@@ -224,7 +225,7 @@ def test_validation_accuracy_is_the_top_1_of_the_validation_batch(
   # The reward's quality: argmax of each validation logit row against the
   # validation labels (not the training ones), averaged over the batch.
   logits = np.array([[3, 1, 0], [0, 1, 2], [0, 5, 1], [2, 4, 0]], np.float32)
-  monkeypatch.setattr(search, 'validation_logits',
+  monkeypatch.setattr(step_lib, 'validation_logits',
                       lambda *args, **kwargs: tf.constant(logits))
   config = _config(tmp_path)
   with tf.Graph().as_default():
