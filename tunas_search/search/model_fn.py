@@ -175,7 +175,8 @@ def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
                   validate_fn: Optional[Validate] = None):
   """Returns the TPUEstimator model_fn of a search (TRAIN mode only).
 
-  The method is `search_step`; this wraps it in what running it needs.
+  The method is `step.search_step`; this wraps it in what running it
+  needs.
 
   Args:
     config: the validated search config.
@@ -214,9 +215,10 @@ def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
   @tf.autograph.experimental.do_not_convert
   def step_fn(features, labels, mode):
     global_step = tf1.train.get_or_create_global_step()
-    built = step_lib.search_step(config, plan, decisions, model_spec,
-                        _unpack(features, labels, plan.layout), global_step,
-                        seed_base, devices, validate_fn)
+    built = step_lib.search_step(
+        config, plan, decisions, model_spec,
+        _unpack(features, labels, plan.layout), global_step, seed_base,
+        devices, validate_fn)
     training, rl = built.training, built.controller
     # A step with non-finite gradients reports a NaN loss, so the run stops.
     model_loss = tf.where(training.finite, training.loss,
