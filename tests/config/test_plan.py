@@ -222,6 +222,44 @@ def test_a_plan_written_before_compiled_by_model_fn_reads_as_false():
     dataclasses.replace(plan, compiled_by_model_fn=True)
 
 
+@pytest.mark.parametrize('overrides, layout, one_process', [
+    (dict(), plan_lib.Layout(), True),
+    (_tpu(), plan_lib.Layout(use_tpu=True, num_replicas=8), False),
+    (_tpu(replicas=1), plan_lib.Layout(use_tpu=True), False),
+])
+def test_the_plan_lays_out_the_step(overrides, layout, one_process):
+  plan = plan_lib.resolve(_config(**overrides))
+  assert plan.layout == layout
+  assert plan.layout.one_process == one_process
+  assert not plan_lib.Layout(num_replicas=2).one_process
+  assert not plan_lib.Layout(multi_worker=True).one_process
+
+
+@pytest.mark.parametrize('overrides, environment, training, validation', [
+    (dict(), Environment(), 'deferred', 'validation'),
+    (dict(unused_weight_steps='every_step'), Environment(), 'every_step',
+     'validation'),
+    (dict(), XLA, 'xla', 'xla'),
+    (_tpu(), Environment(), 'xla', 'xla'),
+])
+def test_the_plan_names_both_forms(overrides, environment, training,
+                                   validation):
+  plan = plan_lib.resolve(_config(**overrides), environment)
+  assert (plan.training_form, plan.validation_form) == (training, validation)
+
+
+def test_the_layout_round_trips_and_older_plans_read_as_one_replica():
+  plan = plan_lib.resolve(_config(**_tpu()))
+  assert plan_lib.StepPlan.from_json(plan.to_json()) == plan
+  values = json.loads(plan_lib.resolve(_config()).to_json())
+  del values['layout']
+  assert plan_lib.StepPlan.from_json(json.dumps(values)).layout == (
+      plan_lib.Layout())
+  values['layout'] = 3
+  with pytest.raises(ConfigError, match='not a step plan'):
+    plan_lib.StepPlan.from_json(json.dumps(values))
+
+
 def _write_config(model_dir, **overrides):
   config = _config(model_dir, **overrides)
   config_lib.write_or_check(config, '{"spec": 1}')

@@ -22,6 +22,7 @@ from tunas_search.controller import policy as controller
 from tunas_search import cost_models
 from tunas_search.space import schema
 from tunas_search.search import model_fn as search
+from tunas_search.search import step as step_lib
 from tunas_search.config import plan as plan_lib
 from tunas_search.runtime import host_call
 
@@ -199,20 +200,19 @@ def _depends_on(tensor: tf.Tensor, op: tf.Operation) -> bool:
 def test_validation_pass_waits_for_the_update_only_post_update(
     tmp_path, monkeypatch, validation_weights, waits):
   captured = {}
-  real = search._validation_accuracy
 
-  def validation_accuracy(config, plan, masked_spec, batch, after, snapshots):
-    captured['after'] = after
-    captured['accuracy'] = real(config, plan, masked_spec, batch, after,
-                                snapshots)
+  def validation_accuracy(config, plan, masked_spec, batch, training):
+    captured['after'] = training.train_op
+    captured['accuracy'] = search.validate(config, plan, masked_spec, batch,
+                                           training)
     return captured['accuracy']
 
-  monkeypatch.setattr(search, '_validation_accuracy', validation_accuracy)
   config = _config(tmp_path, validation_weights=validation_weights)
   with tf.Graph().as_default():
     images = tf.zeros([config.train_batch_size, 28, 28, 1])
     plan = plan_lib.resolve(config)
-    search.make_model_fn(config, plan, tiny.tiny_spec())(
+    search.make_model_fn(config, plan, tiny.tiny_spec(),
+                         validate_fn=validation_accuracy)(
         {'train_images': images, 'validation_images': images},
         {'train_labels': tf.zeros([config.train_batch_size], tf.int32),
          'validation_labels': tf.zeros([config.train_batch_size], tf.int32)},
@@ -225,16 +225,20 @@ def test_validation_accuracy_is_the_top_1_of_the_validation_batch(
   # The reward's quality: argmax of each validation logit row against the
   # validation labels (not the training ones), averaged over the batch.
   logits = np.array([[3, 1, 0], [0, 1, 2], [0, 5, 1], [2, 4, 0]], np.float32)
-  monkeypatch.setattr(search, 'validation_logits',
+  monkeypatch.setattr(step_lib, 'validation_logits',
                       lambda *args, **kwargs: tf.constant(logits))
   config = _config(tmp_path)
   with tf.Graph().as_default():
-    batch = search._Batch(  # pylint: disable=protected-access
+    batch = search.Batch(
         train_images=None, train_labels=tf.constant([0, 2, 1, 1]),
         validation_images=tf.zeros([4, 28, 28, 1]),
         validation_labels=tf.constant([0, 1, 1, 0]))
-    accuracy = search._validation_accuracy(  # pylint: disable=protected-access
-        config, plan_lib.resolve(config), None, batch, tf.no_op(), None)
+    training = search.Training(
+        train_op=tf.no_op(), finite=tf.constant(True), reads={},
+        loss=None, empirical_loss=None, regularization_loss=None,
+        learning_rate=None)
+    accuracy = search.validate(config, plan_lib.resolve(config), None, batch,
+                               training)
     with tf1.Session() as session:
       # Rows 0 and 2 are right: 2 of 4, exact in float32.
       assert session.run(accuracy) == 0.5

@@ -87,7 +87,7 @@ BUGS = (
         'return (tf.cast(image, tf.float32) - mean) * std',
         ('tests/data/test_preprocessing.py',)),
     Bug('search reward scored on the training labels',
-        'tunas_search/search/model_fn.py',
+        'tunas_search/search/step.py',
         '                       batch.validation_labels)',
         '                       batch.train_labels)',
         ('tests/e2e/test_step_numbers.py',)),

@@ -5,12 +5,11 @@ The default checks list every uninitialised variable before the first step
 CPU/GPU search drops them and a TPU search keeps TPUEstimator's default.
 """
 
-import types
-
 import pytest
 import tensorflow as tf
 
 from tests.e2e import tiny
+from tunas_search.config import plan as plan_lib
 from tunas_search.search import model_fn as search
 
 tf1 = tf.compat.v1
@@ -38,8 +37,7 @@ def test_one_process_search_skips_the_readiness_checks(tmp_path):
 @pytest.mark.parametrize('overrides', [
     {'use_tpu': True}, {'num_replicas': 2}, {'multi_worker': True}])
 def test_tpu_and_multi_replica_searches_keep_the_default(overrides):
-  # Only the fields the scaffold reads: such a config needs a TPU or
-  # several devices to validate.
-  fields = dict(use_tpu=False, num_replicas=1, multi_worker=False)
-  fields.update(overrides)
-  assert search._scaffold_fn(types.SimpleNamespace(**fields)) is None  # pylint: disable=protected-access
+  # The plan's layout alone: such a config needs a TPU or several devices
+  # to validate.
+  layout = plan_lib.Layout(**overrides)
+  assert search._scaffold_fn(layout) is None  # pylint: disable=protected-access

@@ -84,7 +84,7 @@ def _run(tmp_path, mode: str, validation_weights: str, nan_step=None,
     spec = search.make_model_fn(config, plan, tiny.tiny_spec())(
         features, labels, tf.estimator.ModeKeys.TRAIN, {})
     indices = tf1.get_collection(search.SAMPLED_INDICES)[0]
-    weights = search._model_variables()  # pylint: disable=protected-access
+    weights = search.model_variables()
     saver = tf1.train.Saver()
     history, sampled, current = [], [], []
     with tf1.Session() as sess:

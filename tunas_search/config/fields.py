@@ -280,7 +280,9 @@ class SearchConfig(TrainingFields):
       None, 'Cost target of the reward (needed unless --cost_model=none).')
   rl_cost_model_exponent: float = option(-0.10, 'Cost exponent beta of the '
                                          'reward.')
-  # Test hook: when set, the reward uses this instead of validation accuracy.
+  # Test hook: when set, the reward uses this instead of validation accuracy
+  # (the model_fn's wrapper gives the step `model_fn.constant_accuracy`; the
+  # step itself reads no test switch).
   constant_validation_accuracy: Optional[float] = option(
       None, 'Testing aid: use this accuracy in the reward instead of the '
       'measured one.')

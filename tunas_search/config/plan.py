@@ -50,6 +50,30 @@ class Environment:
 
 
 @dataclasses.dataclass(frozen=True)
+class Layout:
+  """Where a step runs: its replicas and processes (the config's, checked
+  by `validation`).
+
+  Attributes:
+    use_tpu: TPU cores run the step (TPUEstimator compiles it; the input
+      pipeline transposes images to HWCN).
+    num_replicas: the replicas running the step in sync (TPU cores, or the
+      devices of one host's MirroredStrategy); cross-replica means over
+      them.
+    multi_worker: several processes (hosts) run the search.
+  """
+  use_tpu: bool = False
+  num_replicas: int = 1
+  multi_worker: bool = False
+
+  @property
+  def one_process(self) -> bool:
+    """One process computes the whole step: no TPU, one replica, one
+    worker."""
+    return not (self.use_tpu or self.num_replicas > 1 or self.multi_worker)
+
+
+@dataclasses.dataclass(frozen=True)
 class StepPlan:
   """The form of a search step (module docstring), frozen and checked.
 
@@ -76,6 +100,9 @@ class StepPlan:
       TPUEstimator compiles it, and tests and bench/xla_compile.py
       (`Environment(xla=True)`) wrap it themselves. Absent from plans
       written before it existed (False: they never compiled off TPU).
+    layout: where the step runs (`Layout`). Absent from plans written
+      before it existed (one replica in one process; such a plan is read
+      only for its shared-weight update and its forms).
   """
   xla: bool
   width_form: str
@@ -85,6 +112,7 @@ class StepPlan:
   controller_on_host: bool
   compute_dtype: str
   compiled_by_model_fn: bool = False
+  layout: Layout = Layout()
 
   def __post_init__(self):
     for name, choices in (('width_form', WIDTH_FORMS),
@@ -103,9 +131,27 @@ class StepPlan:
     validation.check(not (self.xla and self.controller_on_host),
                      'step plan: an XLA build compiles the controller with '
                      'the rest of the step, not on the host')
+    validation.check(isinstance(self.layout, Layout),
+                     f'step plan: a layout is use_tpu, num_replicas and '
+                     f'multi_worker, not {self.layout!r}')
     validation.check(self.xla or not self.compiled_by_model_fn,
                      'step plan: only an XLA build is compiled by the '
                      'model_fn')
+
+  @property
+  def training_form(self) -> str:
+    """The form of the training pass (`supernet.forms.named`): 'xla',
+    'deferred' (dead gradients of unused weights) or 'every_step' (zero
+    ones, TuNAS's); built at `width_form`."""
+    if self.xla:
+      return 'xla'
+    return 'deferred' if self.shared_update == DEFERRED else 'every_step'
+
+  @property
+  def validation_form(self) -> str:
+    """The form of the validation pass: 'xla' or 'validation' (no conds, no
+    gradients); built at `width_form`."""
+    return 'xla' if self.xla else 'validation'
 
   @property
   def validation_after_update(self) -> bool:
@@ -140,6 +186,8 @@ class StepPlan:
     """
     try:
       values = json.loads(text)
+      if isinstance(values, dict) and isinstance(values.get('layout'), dict):
+        values['layout'] = Layout(**values['layout'])
       return cls(**values)
     except (ValueError, TypeError) as e:
       reason = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -236,7 +284,9 @@ def resolve(config: SearchConfig, environment: Environment = Environment(),
       # tools/gpu_offline/checks.sh's throughput check measures; until a GPU
       # has, it keeps this default.
       compute_dtype='bfloat16' if config.use_bfloat16 else 'float32',
-      compiled_by_model_fn=by_model_fn)
+      compiled_by_model_fn=by_model_fn,
+      layout=Layout(use_tpu=config.use_tpu, num_replicas=config.num_replicas,
+                    multi_worker=config.multi_worker))
 
 
 def previous(model_dir: str, environment: Environment = Environment()

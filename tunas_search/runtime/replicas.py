@@ -71,7 +71,8 @@ def maybe_cross_shard(optimizer: tf1.train.Optimizer,
 
 
 def model_optimizer(config: TrainingFields,
-                    learning_rate: Union[float, tf.Tensor]
+                    learning_rate: Union[float, tf.Tensor],
+                    cross_shard: Optional[bool] = None
                     ) -> tf1.train.Optimizer:
   """The model weights' RMSProp (docs/method.md section 6), cross-shard on TPU.
 
@@ -79,10 +80,15 @@ def model_optimizer(config: TrainingFields,
 
   Args:
     config: a search or train/eval config; reads `model_rmsprop_decay`,
-      `model_momentum`, `model_rmsprop_epsilon` and `use_tpu`.
+      `model_momentum`, `model_rmsprop_epsilon` and, without
+      `cross_shard`, `use_tpu`.
     learning_rate: float, or float32 scalar tensor (a schedule).
+    cross_shard: average the gradients across TPU cores (a search's
+      `StepPlan.layout.use_tpu`); None: `config.use_tpu`.
   """
+  if cross_shard is None:
+    cross_shard = config.use_tpu
   return maybe_cross_shard(tf1.train.RMSPropOptimizer(
       learning_rate, decay=config.model_rmsprop_decay,
       momentum=config.model_momentum, epsilon=config.model_rmsprop_epsilon),
-                           config.use_tpu)
+                           cross_shard)

@@ -106,3 +106,18 @@ def deferred(width_form: str) -> Form:
 def validation(width_form: str) -> Form:
   """A supernet's forward pass, no gradients taken through it."""
   return Form('validation', True, 'batch', DEAD, _sampled(width_form))
+
+
+def named(name: str, width_form: str) -> Form:
+  """The supernet form `name` at `width_form` widths, as a step plan names
+  its passes (`StepPlan.training_form`, `StepPlan.validation_form`).
+
+  Raises:
+    ValueError: for a name that is not a supernet form.
+  """
+  makers = {'xla': lambda _: xla(), 'every_step': every_step,
+            'deferred': deferred, 'validation': validation}
+  if name not in makers:
+    raise ValueError(f'unknown supernet form {name!r}; valid: '
+                     f'{", ".join(makers)}')
+  return makers[name](width_form)
