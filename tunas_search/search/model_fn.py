@@ -480,3 +480,15 @@ def _scaffold_fn(config: SearchConfig) -> Optional[Callable]:
   return lambda: tf1.train.Scaffold(
       ready_op=nothing_missing(),
       ready_for_local_init_op=nothing_missing())
+
+
+# Public names of step pieces that other steps reuse (search/retarget.py:
+# a fixed-weight controller run). Aliases only; the bodies are above.
+unpack_batch = _unpack
+sampling_seed = _sampling_seed
+reward_terms = _reward
+summary_host_call = _host_call
+scaffold_fn = _scaffold_fn
+sample_architecture = _sample_architecture
+controller_step = _controller_step
+summary_scalars = _summary_scalars
