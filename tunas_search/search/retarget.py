@@ -302,8 +302,9 @@ def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
 def _scaffold_fn(config: SearchConfig, source: Source,
                  shared: Sequence[tf.Variable]) -> Callable:
   """Loads the source's weights into a fresh session (not on a resume:
-  the retarget's own checkpoints hold them)."""
-  pairs = _source_weights(source, shared)
+  the retarget's own checkpoints hold them, and the source is not read)."""
+  resuming = tf.train.latest_checkpoint(config.model_dir) is not None
+  pairs = [] if resuming else _source_weights(source, shared)
   init_fn = warm_start.scaffold_init_fn(pairs)
   default = search.scaffold_fn(config)
   def scaffold_fn():
