@@ -109,6 +109,9 @@ def build(f: flags.FlagValues, config_names: Tuple[str, ...]
       raise cli.UsageError(
           f'--{name} cannot change in a retarget: it is the source search\'s;'
           f' a retarget may set {", ".join(sorted(RETARGET_FLAGS))}')
+  if f['resume_from'].present:
+    raise cli.UsageError('--resume_from is for a search; a retarget resumes '
+                         'from its latest checkpoint when rerun')
   if not f.model_dir:
     raise cli.UsageError('--model_dir is required')
   targets = parse_targets(f)

@@ -207,6 +207,8 @@ def _cli(*args):
     (('--rl_cost_model_target=60', '--train_batch_size=8'),
      '--train_batch_size cannot change in a retarget'),
     (('--rl_cost_model_target=60', '--cost_model=nope'), 'unknown cost'),
+    (('--rl_cost_model_target=60', '--resume_from=model.ckpt-2'),
+     '--resume_from is for a search'),
 ])
 def test_bad_flags_are_one_line_and_write_nothing(source, tmp_path, args,
                                                   message):
