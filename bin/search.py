@@ -9,6 +9,8 @@ Rerunning the same command resumes from the last checkpoint. Flag names of
 the original TuNAS search binary keep their meaning. MobileNetV4's two-stage
 search (docs/mobilenet_v4.md) is a coarse search, then
 `--coarse_model_dir=COARSE_DIR` for the fine stage at its result.
+`--retarget_from=SEARCH_DIR --rl_cost_model_targets=60,84,110` retargets a
+finished search to new cost targets without retraining (docs/retarget.md).
 """
 
 import os
@@ -32,6 +34,7 @@ import search_spaces
 from . import cli
 from . import config_flags
 from . import resolve
+from . import retargeting
 from . import stages
 from tunas_search import cost_models
 from tunas_search import data
@@ -111,6 +114,7 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        + ', '.join(search_spaces.bfloat16_names()) +
                        ', as the original TuNAS', **fv)
   config_flags.define_num_replicas(flag_values)
+  retargeting.define_flags(flag_values)
   # The rest: one flag per SearchConfig field.
   CONFIG_FLAGS.define(flag_values)
 
@@ -226,6 +230,10 @@ def main(argv, flag_values: flags.FlagValues = FLAGS):
   """Runs (or resumes) the search; prints its result."""
   if len(argv) > 1:
     raise cli.UsageError(f'unexpected arguments: {" ".join(argv[1:])}')
+  if flag_values.retarget_from:  # docs/retarget.md
+    retargeting.run(flag_values, CONFIG_FLAGS.names)
+    return
+  retargeting.check_no_retarget_flags(flag_values)
   config = build_config(flag_values)
   try:
     data.check_available(config.dataset, config.data_dir)

@@ -102,24 +102,36 @@ def _summary_scalars(config: SearchConfig, decisions, built: step_lib.Step,
   `model_loss`: the shared weights' loss as reported (NaN when its step was
   not finite).
   """
-  arch, training, rl = built.architecture, built.training, built.controller
+  training = built.training
   scalars = {'model/loss': model_loss,
              'model/empirical_loss': training.empirical_loss,
              'model/regularization_loss': training.regularization_loss,
              'model/learning_rate': training.learning_rate}
-  scalars.update({f'{CONTROLLER_SCOPE}/{k}': v for k, v in rl.items()
-                  if k != 'train_op'})
-  scalars.update({f'{CONTROLLER_SCOPE}/{k}': v
-                  for k, v in built.reward.items()})
-  scalars[f'{CONTROLLER_SCOPE}/validation_accuracy'] = built.accuracy
+  scalars.update(controller_scalars(config, decisions, built.architecture,
+                                    built.accuracy, built.reward,
+                                    built.controller))
+  return scalars
+
+
+def controller_scalars(config: SearchConfig, decisions,
+                       arch: step_lib.Architecture, accuracy: tf.Tensor,
+                       reward: Dict[str, tf.Tensor],
+                       rl: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """The controller's scalars of a step: reward, accuracy, cost, logits.
+
+  The logits are read after the controller's update: the values logged at
+  step n are the ones the checkpoint of step n holds.
+  """
+  scalars = {f'{CONTROLLER_SCOPE}/{k}': v for k, v in rl.items()
+             if k != 'train_op'}
+  scalars.update({f'{CONTROLLER_SCOPE}/{k}': v for k, v in reward.items()})
+  scalars[f'{CONTROLLER_SCOPE}/validation_accuracy'] = accuracy
   scalars[f'{CONTROLLER_SCOPE}/increase_ops_prob'] = arch.increase_ops_prob
   scalars[f'{CONTROLLER_SCOPE}/increase_filters_prob'] = (
       arch.increase_filters_prob)
   if config.cost_model != cost_models.NONE:
     scalars[summaries.COST_TARGET_TAG] = tf.constant(
         config.rl_cost_model_target, tf.float32)
-  # Read after the controller's update: the values logged at step n are the
-  # ones the checkpoint of step n holds.
   with tf.control_dependencies([rl['train_op']]):
     updated = {n: v.read_value()
                for n, v in arch.logit_variables.items()}
@@ -255,3 +267,10 @@ def _scaffold_fn(layout: Layout) -> Optional[Callable]:
   return lambda: tf1.train.Scaffold(
       ready_op=nothing_missing(),
       ready_for_local_init_op=nothing_missing())
+
+
+# Public names of runtime pieces that a retarget's step reuses
+# (search/retarget.py: a fixed-weight controller run). Aliases only.
+unpack_batch = _unpack
+summary_host_call = _host_call
+scaffold_fn = _scaffold_fn

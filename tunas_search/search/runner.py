@@ -64,14 +64,15 @@ def probe_environment() -> plan_lib.Environment:
 
 def _make_estimator(config: SearchConfig, plan: plan_lib.StepPlan,
                     environment: plan_lib.Environment, model_spec: Any,
-                    mirrored: Optional[estimators.Mirrored]):
+                    mirrored: Optional[estimators.Mirrored],
+                    make_model_fn: Callable = search.make_model_fn):
   # No estimator saver: `_checkpoint_saver` replaces it.
   run_config = estimators.make_run_config(
       config.model_dir, config.use_tpu, config.tpu_iterations_per_loop,
       config.num_replicas, None, config.keep_checkpoint_max, config.tpu,
       config.tpu_zone, config.gcp_project, config.seed, mirrored,
       search_graph=True, has_gpu=environment.has_gpu)
-  model_fn = search.make_model_fn(
+  model_fn = make_model_fn(
       config, plan, model_spec,
       write_summaries=mirrored is None or mirrored.is_chief)
   return estimators.make_estimator(model_fn,
@@ -136,8 +137,8 @@ def non_finite_loss_error(model_dir: str,
 def _train(config: SearchConfig, plan: plan_lib.StepPlan,
            environment: plan_lib.Environment, model_spec: Any,
            input_fn: Callable, hooks: List[tf1.train.SessionRunHook],
-           write_graph: bool, mirrored: Optional[estimators.Mirrored]
-           ) -> None:
+           write_graph: bool, mirrored: Optional[estimators.Mirrored],
+           make_model_fn: Callable = search.make_model_fn) -> None:
   """Trains from the latest checkpoint to `config.total_steps`."""
   total = config.total_steps
   log_every = config.log_every_steps or max(1, min(
@@ -167,7 +168,7 @@ def _train(config: SearchConfig, plan: plan_lib.StepPlan,
       input_fn, replicas, *((mirrored.worker, mirrored.num_workers)
                             if mirrored else ()))
   estimator = _make_estimator(config, plan, environment, model_spec,
-                              mirrored)
+                              mirrored, make_model_fn)
   try:
     with model_dir_lib.naming_missing_variables(config.model_dir):
       if mirrored is not None and mirrored.num_workers > 1:
@@ -197,7 +198,8 @@ def run_search(config: SearchConfig, model_spec: Any,
                hooks: Optional[List[tf1.train.SessionRunHook]] = None,
                input_fn: Optional[Callable] = None,
                resume_from: Optional[str] = None,
-               environment: Optional[plan_lib.Environment] = None
+               environment: Optional[plan_lib.Environment] = None,
+               make_model_fn: Callable = search.make_model_fn
                ) -> Optional[analysis.Analysis]:
   """Runs (or resumes) a search to `config.total_steps`.
 
@@ -213,6 +215,9 @@ def run_search(config: SearchConfig, model_spec: Any,
       written (one log line, `model_dir.remove_unfinished_saves`).
     environment: what the machine offers the step; default: probed
       (`probe_environment`).
+    make_model_fn: builds the step's model_fn from (config, plan, spec,
+      write_summaries); a retarget's (search/retarget.py) replaces the
+      search's.
 
   Returns:
     The architecture the controller prefers at the end (argmax of its
@@ -245,7 +250,8 @@ def run_search(config: SearchConfig, model_spec: Any,
     config_lib.check_resume(config, spec_json)
     with model_dir_lib.stopping_on_full_disk(config.model_dir):
       return _run_locked(config, plan, environment, model_spec, spec_json,
-                         hooks, input_fn, resume_from, lock, mirrored)
+                         hooks, input_fn, resume_from, lock, mirrored,
+                         make_model_fn)
 
 
 def _run_locked(config: SearchConfig, plan: plan_lib.StepPlan,
@@ -254,7 +260,9 @@ def _run_locked(config: SearchConfig, plan: plan_lib.StepPlan,
                 hooks: Optional[List[tf1.train.SessionRunHook]],
                 input_fn: Optional[Callable], resume_from: Optional[str],
                 lock: model_dir_lib.Lock,
-                mirrored: Optional[estimators.Mirrored]) -> analysis.Analysis:
+                mirrored: Optional[estimators.Mirrored],
+                make_model_fn: Callable = search.make_model_fn
+                ) -> analysis.Analysis:
   """`run_search` once the checks have passed: writes, trains, reports."""
   lock.acquire()  # Creates a new model dir: the checks have passed.
   # First frees what a killed save left, so that a rerun on a disk that is
@@ -275,7 +283,8 @@ def _run_locked(config: SearchConfig, plan: plan_lib.StepPlan,
     # The graph goes into the events once, on a run's first start.
     _train(config, plan, environment, model_spec,
            input_fn or search_input_fn(config), list(hooks or []),
-           write_graph=start == 0 and not resumed, mirrored=mirrored)
+           write_graph=start == 0 and not resumed, mirrored=mirrored,
+           make_model_fn=make_model_fn)
   return _write_result(config, model_spec)
 
 

@@ -302,7 +302,7 @@ def search_step(config: SearchConfig, plan: StepPlan,
   with devices.host():
     step = global_step.read_value()
     arch = sample_architecture(config, decisions, model_spec, step,
-                               _sampling_seed(seed_base, step, devices))
+                               sampling_seed(seed_base, step, devices))
   # 2. Train the shared weights through it.
   training = train_shared_weights(config, shared_update.for_plan(config, plan),
                                   arch.masked_spec, batch, step, devices)
@@ -318,7 +318,7 @@ def search_step(config: SearchConfig, plan: StepPlan,
   return Step(step, arch, training, accuracy, step_reward, rl)
 
 
-def _sampling_seed(base: int, step: tf.Tensor,
+def sampling_seed(base: int, step: tf.Tensor,
                    devices: placement.StepDevices) -> tf.Tensor:
   """The controller's stateless seed for this step on this replica.
 

@@ -1,0 +1,234 @@
+"""Retargeting a finished tiny search: fixed weights, fresh controllers."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl import flags
+
+from bin import search as search_cli
+from tests import files as files_lib
+from tests.e2e import faults
+from tests.e2e import tiny
+from tunas_search import config as config_lib
+from tunas_search import cost_models
+from tunas_search.config import plan as plan_lib
+from tunas_search.controller import policy as controller
+from tunas_search.results import analysis
+from tunas_search.results import front as front_lib
+from tunas_search.search import model_fn as search
+from tunas_search.search import retarget
+from tunas_search.search import runner
+from tunas_search.space import architecture
+from tunas_search.space import schema
+from tunas_search.standalone import warm_start
+
+tf1 = tf.compat.v1
+# Two MAdds targets of the tiny space with architectures within 1.2% of
+# them (61,864 and 62,256; 398,984 and 399,768), far apart: a controller
+# that follows its target ends at opposite ends of the space.
+LOW, HIGH = 62000.0, 400000.0
+
+
+def _checksums(directory):
+  return {path: hashlib.sha256(data).hexdigest()
+          for path, data in files_lib.snapshot(directory).items()}
+
+
+@pytest.fixture(scope='module')
+def source(tmp_path_factory):
+  model_dir = str(tmp_path_factory.mktemp('source') / 'search')
+  runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                    tiny.tiny_spec())
+  return retarget.read_source(model_dir)
+
+
+@pytest.fixture(scope='module')
+def retargeted(source, tmp_path_factory):
+  """A 60-step retarget to LOW and HIGH; the source's checksums before it."""
+  before = _checksums(source.model_dir)
+  model_dir = str(tmp_path_factory.mktemp('retarget') / 'run')
+  config = retarget.make_config(source, model_dir, [LOW, HIGH], max_steps=60,
+                                save_checkpoints_steps=20,
+                                tpu_iterations_per_loop=20)
+  result = retarget.run_retarget(config, source, [LOW, HIGH])
+  return config, result, before
+
+
+def _cost(config, spec, indices):
+  return cost_models.get('madds').cost(
+      spec, architecture.canonicalize(spec, indices),
+      cost_models.context_for(config))
+
+
+def test_source_dir_is_unchanged(source, retargeted):
+  _, _, before = retargeted
+  assert _checksums(source.model_dir) == before
+
+
+def test_shared_weights_are_the_sources_and_stay_fixed(source, retargeted):
+  config, _, _ = retargeted
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(
+      config.model_dir))
+  with tf.Graph().as_default():
+    # The network's variables, as the retarget's validation pass makes them.
+    masks = [tf.ones([d.num_choices]) / d.num_choices
+             for d in schema.decisions(source.spec)]
+    search.validation_logits(
+        config, plan_lib.resolve(config), schema.with_masks(source.spec, masks),
+        tf.zeros([2, 28, 28, 1]))
+    variables = tf1.global_variables()
+    expected = warm_start.SearchWeights.open(
+        source.model_dir, source.spec, 10, 1).assignments(variables)
+  assert len(expected) > 10
+  for var, value in expected:
+    # Restored, then never stepped in 60 steps: bit for bit.
+    np.testing.assert_array_equal(reader.get_tensor(var.op.name), value,
+                                  err_msg=var.op.name)
+
+
+def test_only_the_controllers_are_trainable(source, tmp_path):
+  config = retarget.make_config(source, str(tmp_path / 'r'), [LOW, HIGH])
+  model_fn = retarget.make_model_fn(config, plan_lib.resolve(config),
+                                    source.spec, source, [LOW, HIGH])
+  with tf.Graph().as_default():
+    features = {'train_images': tf.zeros([4, 28, 28, 1]),
+                'validation_images': tf.zeros([16, 28, 28, 1])}
+    labels = {'train_labels': tf.zeros([4], tf.int32),
+              'validation_labels': tf.zeros([16], tf.int32)}
+    model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
+    names = sorted(v.op.name for v in tf1.trainable_variables())
+  # The tiny space has decisions of 2 and 3 choices: one logits group each,
+  # per controller.
+  assert names == ['retarget_1/rlcontroller/logits/choices_2',
+                   'retarget_1/rlcontroller/logits/choices_3',
+                   'rlcontroller/logits/choices_2',
+                   'rlcontroller/logits/choices_3']
+
+
+def test_each_controller_reaches_its_target(source, retargeted):
+  config, result, _ = retargeted
+  decisions = schema.decisions(source.spec)
+  for k, target in enumerate([LOW, HIGH]):
+    logits = retarget.final_logits(config.model_dir, decisions, k)
+    cost = _cost(config, source.spec, controller.argmax_indices(logits))
+    # Uniform logits' argmax (every first choice) costs 46,184 MAdds; the
+    # learnt ones land within 5% of each target.
+    assert abs(cost / target - 1) < 0.05, (target, cost)
+  saved = json.load(open(os.path.join(config.model_dir, 'search_result.json')))
+  assert saved['final_architecture']['in_window']
+  assert saved['architecture'] == result.architecture
+  assert result.step == 60
+
+
+def test_writes_what_a_search_writes(retargeted):
+  config, _, _ = retargeted
+  names = set(os.listdir(config.model_dir))
+  assert {'config.json', 'model_spec.json', 'step_plan.json',
+          'search_result.json', 'retarget.json', 'checkpoint'} <= names
+  assert any(n.startswith('events.out.tfevents') for n in names)
+  scalars = analysis.read_scalars(config.model_dir, prefixes=('rl', 'retarget'))
+  for tag in ('rlcontroller/reward', 'rlcontroller/estimated_cost',
+              'retarget_1/rlcontroller/reward',
+              'retarget_1/rlcontroller/estimated_cost'):
+    assert tag in scalars, sorted(scalars)[:20]
+  # Read back as a search, at the first target.
+  loaded, _ = analysis.load_search(config.model_dir)
+  assert loaded.rl_cost_model_target == LOW
+  assert loaded.rl_delay_steps_fraction == 0.0
+
+
+def test_front_holds_every_target_the_source_and_the_cloud(
+    source, retargeted):
+  config, _, _ = retargeted
+  front = front_lib.build(config.model_dir, config, source, [LOW, HIGH],
+                          num_random=4, num_batches=1)
+  paths = front_lib.write(front, config.model_dir)
+  assert [p.target for p in front.of_kind(front_lib.TARGET)] == [LOW, HIGH]
+  (mine,) = front.of_kind(front_lib.SOURCE)
+  assert mine.target == source.config.rl_cost_model_target
+  assert len(front.of_kind(front_lib.RANDOM)) == 4
+  for p in front.points:
+    assert p.cost == _cost(config, source.spec,
+                           architecture.parse_indices(p.architecture))
+    # One batch of 16 images (the source's validation batch).
+    assert 0 <= p.one_shot_accuracy <= 1
+    assert p.one_shot_accuracy * 16 == pytest.approx(
+        round(p.one_shot_accuracy * 16))
+  saved = json.load(open(os.path.join(config.model_dir, 'front.json')))
+  assert saved == json.loads(json.dumps(front.to_dict()))
+  rows = open(os.path.join(config.model_dir, 'front.csv')).read().splitlines()
+  assert len(rows) == 1 + len(front.points)
+  assert any(p.endswith('front.png') for p in paths)
+
+
+def test_resumes_after_a_kill(source, tmp_path):
+  model_dir = str(tmp_path / 'killed')
+  config = retarget.make_config(source, model_dir, [LOW], max_steps=6,
+                                save_checkpoints_steps=2,
+                                tpu_iterations_per_loop=2)
+  with pytest.raises(KeyboardInterrupt):
+    retarget.run_retarget(config, source, [LOW], hooks=[faults.StopAt(3)])
+  assert analysis.checkpoint_steps(model_dir)
+  assert not os.path.exists(os.path.join(model_dir, 'search_result.json'))
+  result = retarget.run_retarget(config, source, [LOW])
+  assert result.step == 6
+  # Another target list is another run: refused in one line.
+  with pytest.raises(config_lib.ConfigError, match='holds a retarget of'):
+    retarget.run_retarget(config, source, [LOW, HIGH])
+
+
+def test_unfinished_or_missing_source_is_one_line(tmp_path):
+  unfinished = str(tmp_path / 'unfinished')
+  with pytest.raises(KeyboardInterrupt):
+    runner.run_search(tiny.tiny_config(unfinished, max_steps=4),
+                      tiny.tiny_spec(), hooks=[faults.StopAt(2)])
+  with pytest.raises(config_lib.ConfigError, match='unfinished search') as e:
+    retarget.read_source(unfinished)
+  assert '\n' not in str(e.value)
+  with pytest.raises(config_lib.ConfigError, match='does not exist'):
+    retarget.read_source(str(tmp_path / 'nothing'))
+
+
+def _cli(*args):
+  flag_values = flags.FlagValues()
+  search_cli.define_flags(flag_values)
+  flag_values(['search', *args])
+  return flag_values
+
+
+@pytest.mark.parametrize('args, message', [
+    (('--rl_cost_model_targets=60,abc',), "bad target 'abc'"),
+    (('--rl_cost_model_targets=60,60',), 'is repeated'),
+    ((), 'needs --rl_cost_model_target'),
+    (('--rl_cost_model_target=60', '--train_batch_size=8'),
+     '--train_batch_size cannot change in a retarget'),
+    (('--rl_cost_model_target=60', '--cost_model=nope'), 'unknown cost'),
+    (('--rl_cost_model_target=60', '--resume_from=model.ckpt-2'),
+     '--resume_from is for a search'),
+])
+def test_bad_flags_are_one_line_and_write_nothing(source, tmp_path, args,
+                                                  message):
+  out = str(tmp_path / 'out')
+  with pytest.raises((search_cli.cli.UsageError, flags.Error)) as e:
+    search_cli.main(['search'], _cli(f'--retarget_from={source.model_dir}',
+                                     f'--model_dir={out}', *args))
+  assert message in str(e.value) and '\n' not in str(e.value)
+  assert not os.path.exists(out)
+
+
+def test_targets_without_a_source_are_refused(tmp_path):
+  with pytest.raises(search_cli.cli.UsageError, match='needs --retarget_from'):
+    search_cli.main(['search'], _cli(f'--model_dir={tmp_path}/s',
+                                     '--rl_cost_model_targets=60,84'))
+
+
+def test_a_search_dir_is_not_retargeted_into(source, tmp_path):
+  other = str(tmp_path / 'search')
+  runner.run_search(tiny.tiny_config(other, max_steps=2), tiny.tiny_spec())
+  config = retarget.make_config(source, other, [LOW])
+  with pytest.raises(config_lib.ConfigError, match='holds a search'):
+    retarget.run_retarget(config, source, [LOW])
