@@ -88,7 +88,6 @@ runs each version's own copy of this script.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import sys
@@ -119,6 +118,7 @@ from tunas_search import cost_models
 from tunas_search.search import rewards
 from tunas_search.space import schema
 from tunas_search.search import model_fn as search
+from tunas_search.search import step as step_lib
 from tunas_search import supernet
 from tunas_search.config import ConfigError, SearchConfig
 from tunas_search.config import plan as plan_lib
@@ -209,23 +209,14 @@ def pin_controller(decisions, indices):
                    controller.grouped_values(decisions, peaked).items()])
 
 
-@contextlib.contextmanager
-def _validation_after_update():
-  """While active, search graphs run the validation pass after the update.
+def _validate_after_update(config, plan, masked_spec, batch, training):
+  """Step 3 run after the step's update (the model_fn's `validate_fn`).
 
-  The pass still reads the pre-update snapshot, so the step computes the
+  The pass still reads the pre-update weights, so the step computes the
   same values; only the overlap is gone.
   """
-  original = search._validation_accuracy  # pylint: disable=protected-access
-
-  def serialised(config, plan, masked_spec, batch, after, snapshots):
-    with tf.control_dependencies([after]):
-      return original(config, plan, masked_spec, batch, after, snapshots)
-  search._validation_accuracy = serialised  # pylint: disable=protected-access
-  try:
-    yield
-  finally:
-    search._validation_accuracy = original  # pylint: disable=protected-access
+  with tf.control_dependencies([training.train_op]):
+    return step_lib.validate(config, plan, masked_spec, batch, training)
 
 
 def _plan(config):
@@ -237,11 +228,12 @@ def _plan(config):
 def search_step(config, spec, indices, rng, overlap: bool = True):
   """Session and train op of the real model_fn, pinned to `indices`."""
   graph = tf.Graph()
-  with graph.as_default(), (contextlib.nullcontext() if overlap
-                            else _validation_after_update()):
+  with graph.as_default():
     tf1.set_random_seed(0)
     features, labels = _batch(config, rng)
-    model_fn = search.make_model_fn(config, _plan(config), spec)
+    model_fn = search.make_model_fn(
+        config, _plan(config), spec,
+        validate_fn=None if overlap else _validate_after_update)
     est_spec = model_fn(features, labels, tf.estimator.ModeKeys.TRAIN, {})
     _, packed = est_spec.host_call[1]
     pin = pin_controller(schema.decisions(spec), indices)

@@ -26,7 +26,7 @@ Every supernet step uses the deferred update (one replica off TPU): RMSProp
 with momentum whose steps of the weights a step leaves unused are deferred
 (`unused_weight_steps=deferred`, docs/method.md section 6), their gradients
 dead, not zero, as in such a search; `_every_step` towers update every
-weight every step, as TuNAS (and a search by default). Every supernet step also checks that its
+weight every step, as TuNAS (and a search on TPU or several replicas). Every supernet step also checks that its
 loss and gradients are finite and waits at the gradient-sync barrier, as the
 search's step does by default (stand-alone steps skip them, as stand-alone
 training does).
@@ -116,7 +116,7 @@ from tunas_search.space import architecture  # pylint: disable=g-import-not-at-t
 from tunas_search.space import schema  # pylint: disable=g-import-not-at-top
 from tunas_search.space import specs  # pylint: disable=g-import-not-at-top
 from tunas_search.search import nonfinite  # pylint: disable=g-import-not-at-top
-from tunas_search.search import model_fn as search  # pylint: disable=g-import-not-at-top
+from tunas_search.search import shared_update  # pylint: disable=g-import-not-at-top
 from tunas_search import supernet as supernet_lib  # pylint: disable=g-import-not-at-top
 from tunas_search.runtime import estimators  # pylint: disable=g-import-not-at-top
 from tunas_search.space.schema import OneOf  # pylint: disable=g-import-not-at-top
@@ -128,7 +128,7 @@ NUM_CLASSES = 10
 # step here is built as the search builds it.
 _ALL_FINITE = nonfinite.all_finite
 _FINITE_OR_ZERO = nonfinite.finite_or_zero
-_AFTER = search._after  # pylint: disable=protected-access
+_AFTER = shared_update.after
 # (kernel, expansion) of the op choices of the op-count benchmark.
 OP_CHOICES = ((3, 3.0), (5, 3.0), (7, 3.0), (3, 6.0), (5, 6.0), (7, 6.0),
               (5, 4.0))
@@ -208,7 +208,7 @@ class Step:
       # The search's optimiser (docs/method.md section 6).
       optimizer = tf.compat.v1.train.RMSPropOptimizer(
           1e-3, decay=0.9, momentum=0.9, epsilon=1.0)
-      # Ungated, as the search computes them (search._shared_weight_step, shared_update).
+      # Ungated, as the search computes them (shared_update.EveryStepUpdate.step).
       variables = tf.compat.v1.trainable_variables()
       if sampled_path_only:
         variables = [v for v in variables if _on_path(v.name, indices)]
@@ -223,7 +223,7 @@ class Step:
         # Live every step, unlike the gradients of unused weights.
         norms = deferred_rmsprop.gradient_norms(grads_and_vars)
         # The search's finite check and gradient-sync barrier (on by
-        # default), as search._shared_weight_step builds them.
+        # default), as shared_update's step builds them.
         finite = _ALL_FINITE(loss, half_squared_norms=norms)
         grads_and_vars = _AFTER(grads_and_vars, norms)
         update = deferred_rmsprop.apply_gradients(grads_and_vars, finite)
@@ -236,7 +236,7 @@ class Step:
             gate_gradients=tf.compat.v1.train.Optimizer.GATE_NONE)
         if supernet:
           # The search's finite check, zeroing and gradient-sync barrier
-          # for TuNAS's every-step update (search._shared_weight_step, shared_update).
+          # for TuNAS's every-step update (shared_update.EveryStepUpdate.step).
           finite = _ALL_FINITE(loss, grads_and_vars)
           grads_and_vars = _FINITE_OR_ZERO(grads_and_vars, finite)
           grads_and_vars = _AFTER(

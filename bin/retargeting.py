@@ -33,21 +33,6 @@ _FIXED_FLAGS = ('search_space', 'dataset', 'image_size', 'use_bfloat16',
                 'allow_unreachable_target')
 
 
-def define_flags(flag_values: flags.FlagValues) -> None:
-  fv = dict(flag_values=flag_values)
-  flags.DEFINE_string(
-      'retarget_from', None, 'Retarget this finished search (its model dir, '
-      'only read): train fresh controllers on its fixed shared weights '
-      'against --rl_cost_model_target or --rl_cost_model_targets, with its '
-      'reward and baseline; no shared-weight training (docs/retarget.md).',
-      **fv)
-  flags.DEFINE_list(
-      'rl_cost_model_targets', None, 'With --retarget_from: several cost '
-      'targets, e.g. 60,84,110: one controller each over the same '
-      'validation batches; the front (front.json, front.csv, front.png) '
-      'holds each one\'s result.', **fv)
-
-
 def parse_targets(f: flags.FlagValues) -> List[float]:
   """The retarget's cost targets, first the one of search_result.json.
 

@@ -114,7 +114,18 @@ def define_flags(flag_values: flags.FlagValues = FLAGS) -> None:
                        + ', '.join(search_spaces.bfloat16_names()) +
                        ', as the original TuNAS', **fv)
   config_flags.define_num_replicas(flag_values)
-  retargeting.define_flags(flag_values)
+  # A retarget (bin/retargeting.py); defined here so --help lists them.
+  flags.DEFINE_string(
+      'retarget_from', None, 'Retarget this finished search (its model dir, '
+      'only read): train fresh controllers on its fixed shared weights '
+      'against --rl_cost_model_target or --rl_cost_model_targets, with its '
+      'reward and baseline; no shared-weight training (docs/retarget.md).',
+      **fv)
+  flags.DEFINE_list(
+      'rl_cost_model_targets', None, 'With --retarget_from: several cost '
+      'targets, e.g. 60,84,110: one controller each over the same '
+      'validation batches; the front (front.json, front.csv, front.png) '
+      'holds each one\'s result.', **fv)
   # The rest: one flag per SearchConfig field.
   CONFIG_FLAGS.define(flag_values)
 

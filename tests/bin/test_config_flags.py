@@ -42,7 +42,8 @@ _SEARCH_FLAGS = {
     'keep_checkpoint_max', 'seed', 'constant_validation_accuracy',
     'multi_worker', 'cost_model_file', 'supernet_widths',
     'unused_weight_steps', 'controller_placement', 'coarse_model_dir',
-    'coarse_architecture', 'allow_unreachable_target', 'step_build'}
+    'coarse_architecture', 'allow_unreachable_target', 'step_build',
+    'retarget_from', 'rl_cost_model_targets'}
 _TRAIN_EVAL_FLAGS = {
     'search_space', 'indices', 'search_model_dir', 'model_dir', 'resume_from',
     'mode',

@@ -89,7 +89,7 @@ def network(config: SearchConfig, plan: plan_lib.StepPlan, form: forms.Form,
   return logits, own
 
 
-def _after(grads_and_vars: GradsAndVars,
+def after(grads_and_vars: GradsAndVars,
            deps: List[tf.Tensor]) -> GradsAndVars:
   """The gradients, available only once every tensor in `deps` is.
 
@@ -209,7 +209,7 @@ class EveryStepUpdate(SharedWeightUpdate):
     deps = self._barrier(forward, [g for g, _ in grads_and_vars
                                    if g is not None])
     # The gradients are zero when not finite: the step is applied anyway.
-    return optimizer.apply_gradients(_after(grads_and_vars, deps)), finite
+    return optimizer.apply_gradients(after(grads_and_vars, deps)), finite
 
 
 class DeferredUpdate(SharedWeightUpdate):
@@ -248,7 +248,7 @@ class DeferredUpdate(SharedWeightUpdate):
     norms = optimizer.gradient_norms(grads_and_vars)
     finite = nonfinite.all_finite(empirical_loss, half_squared_norms=norms)
     deps = self._barrier(forward, norms)
-    return optimizer.apply_gradients(_after(grads_and_vars, deps),
+    return optimizer.apply_gradients(after(grads_and_vars, deps),
                                      finite), finite
 
 
