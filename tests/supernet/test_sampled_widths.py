@@ -191,6 +191,7 @@ def _kink(masked, sampled, gradients, scale) -> str:
 
 
 def _gradient_atol(value, scale):
+  """Per element: the bound `_assert_same`'s assert_allclose applies."""
   return GRADIENT_RTOL * np.abs(value) + GRADIENT_ATOL * scale
 
 
