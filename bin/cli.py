@@ -101,7 +101,8 @@ def check_no_empty_values(flag_values: flags.FlagValues = flags.FLAGS
                        'out')
 
 
-def _parse_flags(argv):
+def parse_flags(argv):
+  """absl's flag parsing with a bad flag as one line and exit 2 (`fail`)."""
   try:
     argv = flags.FLAGS(argv)
     check_no_empty_values()
@@ -112,6 +113,24 @@ def _parse_flags(argv):
   return argv
 
 
+def call_main(main: Callable, argv):
+  """Runs a tool's `main(argv)` on parsed flags as `run` does.
+
+  A UsageError becomes one line and exit 2; a closed stdout (`... | head`)
+  exit 1. Tests call it to run many command lines in one process.
+  """
+  _quiet.quiet_python(flags.FLAGS.verbosity)
+  try:
+    return main(argv)
+  except UsageError as e:
+    fail(str(e))
+  except BrokenPipeError:
+    # The reader went away (`... | head`): nothing to report. Python's
+    # recipe: stdout to devnull, so that its flush at exit cannot fail.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(FAILURE_EXIT_CODE)
+
+
 def run(main: Callable) -> None:
   """absl.app.run with one-line errors for bad flags and UsageError.
 
@@ -120,18 +139,7 @@ def run(main: Callable) -> None:
   (`bin/_quiet.py`); the tools log their progress themselves.
   """
 
-  def wrapped(argv):
-    _quiet.quiet_python(flags.FLAGS.verbosity)
-    try:
-      return main(argv)
-    except UsageError as e:
-      fail(str(e))
-    except BrokenPipeError:
-      # The reader went away (`... | head`): nothing to report. Python's
-      # recipe: stdout to devnull, so that its flush at exit cannot fail.
-      os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-      sys.exit(FAILURE_EXIT_CODE)
-  app.run(wrapped, flags_parser=_parse_flags)
+  app.run(lambda argv: call_main(main, argv), flags_parser=parse_flags)
 
 
 def _is_remote(path: str) -> bool:

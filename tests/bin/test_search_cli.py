@@ -119,7 +119,9 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
     assert config.effective_cost_model_space == space
 
 
-@pytest.mark.parametrize('flags, message', [
+# (flags, message): bad input, refused in one line before anything is
+# written.
+_BAD_INPUT = [
     # Only the spaces a search takes: no reference nets.
     (['--search_space=nasnet'], "unknown search space 'nasnet'; valid "
      f'choices: {", ".join(search_spaces.search_space_names())}, or '
@@ -163,15 +165,83 @@ def test_imagenet_presets_reproduce_the_original_runs(built):
     # Checked before the model dir is created: none is left behind.
     (['--resume_from=model.ckpt-3'],
      '--resume_from=model.ckpt-3: model dir {model_dir} does not exist'),
-])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
+]
+
+# Runs bin/search.py's flag parsing and main (cli.parse_flags, cli.call_main:
+# what `cli.run` does inside absl's app.run) on each command line in one
+# Python process, each case's stderr captured at file descriptor 2; prints
+# [exit code, stderr] per case. One TensorFlow import for all the cases,
+# where a process per case costs one each (issue 56 item 5); three cases
+# also run as real processes (test_bad_input_in_a_real_process).
+_RUN_MANY = """
+import json, os, sys, tempfile
+from bin import cli, search
+search.define_flags()
+out = []
+for argv in json.loads(sys.argv[1]):
+  search.FLAGS.unparse_flags()
+  sys.argv = ['search.py'] + argv
+  with tempfile.TemporaryFile('w+') as err:
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(err.fileno(), 2)
+    try:
+      cli.call_main(search.main, cli.parse_flags(sys.argv))
+      code = 0
+    except SystemExit as e:
+      code = e.code
+    finally:
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
+    err.seek(0)
+    out.append([code, err.read()])
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope='module')
+def bad_input_results(tmp_path_factory):
+  """(model dir, exit code, stderr) of each _BAD_INPUT case, one process."""
+  model_dirs = [str(tmp_path_factory.mktemp('bad') / 'run')
+                for _ in _BAD_INPUT]
+  command_lines = [[f'--model_dir={d}', *flags]
+                   for d, (flags, _) in zip(model_dirs, _BAD_INPUT)]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  env.pop('TF_CONFIG', None)
+  done = subprocess.run(
+      [sys.executable, '-c', _RUN_MANY, json.dumps(command_lines)],
+      cwd=ROOT, env=env, capture_output=True, text=True,
+      timeout=HANG_GUARD_S)
+  assert done.returncode == 0, done.stderr[-2000:]
+  results = json.loads(done.stdout.splitlines()[-1])
+  return [(d, code, err) for d, (code, err) in zip(model_dirs, results)]
+
+
+def _assert_refused(model_dir, code, stderr, message):
+  assert code == 2, stderr
+  lines = [l for l in stderr.splitlines() if l.strip()]
+  assert len(lines) == 1, stderr
+  assert message.format(model_dir=model_dir) in lines[0]
+  assert not os.path.exists(model_dir)  # Nothing written.
+
+
+@pytest.mark.parametrize('case', range(len(_BAD_INPUT)),
+                         ids=[m for _, m in _BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_2(bad_input_results, case):
+  model_dir, code, stderr = bad_input_results[case]
+  _assert_refused(model_dir, code, stderr, _BAD_INPUT[case][1])
+
+
+# The same as whole processes, through absl's app.run: a flag that does not
+# parse, a config that does not validate, a model dir checked in main.
+@pytest.mark.parametrize('case', [10, 11, 23],
+                         ids=['flag', 'config', 'model_dir'])
+def test_bad_input_in_a_real_process(tmp_path, case):
+  flags, message = _BAD_INPUT[case]
   model_dir = tmp_path / 'run'
   result = _run(f'--model_dir={model_dir}', *flags)
-  assert result.returncode == 2, result.stderr
-  lines = [l for l in result.stderr.splitlines() if l.strip()]
-  assert len(lines) == 1, result.stderr
-  assert message.format(model_dir=model_dir) in lines[0]
-  assert not model_dir.exists()  # Nothing written.
+  _assert_refused(str(model_dir), result.returncode, result.stderr, message)
 
 
 def test_resume_from_an_empty_dir_names_its_checkpoints(tmp_path):

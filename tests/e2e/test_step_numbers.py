@@ -164,6 +164,12 @@ def test_warmup_probabilities_during_warmup(tmp_path, monkeypatch):
   assert logged['rlcontroller/learning_rate'] == 0.0
 
 
+# Builds a full space's supernet (~45 s). Its parts stay in `make test`:
+# tests/cost_models/test_context_for.py (an unset cost_model_space scores in
+# the search space), test_cost_models.py (pixel1's tf_cost equals its numpy
+# cost on the real spaces) and test_logged_numbers_follow_their_formulas
+# above (the step logs the tf_cost of its masks, equal to the numpy cost).
+@pytest.mark.slow
 def test_pixel1_cost_inside_the_real_step(tmp_path, monkeypatch):
   """The Pixel-1 latency model runs in the real model_fn of a real space,
   from a config that leaves `cost_model_space` unset (the config's rule

@@ -72,7 +72,7 @@ def plugin_path(tmp_path_factory):
   return str(target)
 
 
-def test_plugin_is_listed_and_searches(plugin_path, tmp_path):
+def _check_the_plugin_is_listed(plugin_path):
   done = run_tool('describe_arch', '--search_space=nope',
                   pythonpath=plugin_path)
   assert_one_line_error(done, 'describe_arch', 'plugged_tiny')
@@ -82,6 +82,17 @@ def test_plugin_is_listed_and_searches(plugin_path, tmp_path):
   # absl's --helpfull exits with status 1.
   assert 'plugged_tiny' in run_tool('search', '--helpfull',
                                     pythonpath=plugin_path).stdout
+
+
+def test_plugin_is_listed(plugin_path):
+  # The fast variant of the test below: the tools find the plug-in; the
+  # search of the same space is test_module_function_in_every_tool's.
+  _check_the_plugin_is_listed(plugin_path)
+
+
+@pytest.mark.slow  # A search subprocess more than test_plugin_is_listed.
+def test_plugin_is_listed_and_searches(plugin_path, tmp_path):
+  _check_the_plugin_is_listed(plugin_path)
   out = ok(run_tool('search', '--search_space=plugged_tiny',
                     f'--model_dir={tmp_path / "search"}', *SEARCH_FLAGS,
                     pythonpath=plugin_path))

@@ -288,9 +288,13 @@ def _validation_loss(spec, masks, width_form):
       return session.run(loss)
 
 
+# The first 3 draws already hold an op decision with no choice on, one with
+# one and one with both (_random_masks' draws from seed 0), and leave weights
+# unused; `make test` runs those, `make test-all` all 6 (docs/testing.md).
+@pytest.mark.parametrize('draws', [3, pytest.param(6, marks=pytest.mark.slow)])
 @pytest.mark.parametrize('width_form', [widths.MASKED, widths.SAMPLED])
 @pytest.mark.float_paths
-def test_routed_switch_matches_functional_conds(width_form):
+def test_routed_switch_matches_functional_conds(width_form, draws):
   # The v1 switch routes x and sums the active outputs with Switch/Merge
   # (one cond per choice); the functional If form nests conds. Same loss
   # and same gradients, zeros for every weight of an inactive choice (the
@@ -302,8 +306,11 @@ def test_routed_switch_matches_functional_conds(width_form):
   spec = _tiny_spec()
   rng = np.random.default_rng(0)
   seen_dead = 0
-  for _ in range(6):
+  seen_on = set()  # How many choices of an op decision were on.
+  for _ in range(draws):
     masks = _random_masks(spec, rng)
+    seen_on.update(int(np.count_nonzero(m)) for m, d in
+                   zip(masks, schema.decisions(spec)) if d.tag == schema.OP)
     loss_v1, grads_v1, _, _ = _loss_and_gradients(spec, masks, False,
                                                   width_form)
     loss_v2, grads_v2, _, _ = _loss_and_gradients(spec, masks, True,
@@ -330,6 +337,7 @@ def test_routed_switch_matches_functional_conds(width_form):
         np.testing.assert_allclose(grads_dead[name], want, rtol=1e-4,
                                    atol=1e-5, err_msg=f'{name} {masks}')
   assert seen_dead  # The masks left some weights unused.
+  assert seen_on == {0, 1, 2}  # None, one and several choices on.
 
 
 def _ops_run(fetch):
