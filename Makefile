@@ -1,9 +1,9 @@
 # One command each: `make smoke` (a real search on the embedded dataset,
 # about a minute), `make paper-question` (does the search beat random
 # architectures? about 90 minutes on 2 cores; docs/evaluate_search.md;
-# `make evaluation-pilot`
-# and `make paper-question-powered` size and run the powered version, hours),
-# `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
+# `make evaluation-pilot` and `make paper-question-powered` size and run the
+# powered version, hours), `make test` (the test suite), `make bench`
+# (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
 # `make mutation` (outside CI, ~5 min) measures test strength with mutmut
 # over the pure-Python modules, `make mutation-tf` with deliberate bugs in
