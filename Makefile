@@ -1,8 +1,9 @@
-# One command each: `make smoke` (a real search on the embedded dataset),
-# `make paper-question` (does the search beat random architectures? about
-# 90 minutes on 2 cores; docs/evaluate_search.md; `make evaluation-pilot`
-# and `make paper-question-powered` size and run the powered version, hours),
-# `make test` (the test suite), `make bench` (benchmarks, JSON on stdout).
+# One command each: `make smoke` (a real search on the embedded dataset,
+# about a minute), `make paper-question` (does the search beat random
+# architectures? about 90 minutes on 2 cores; docs/evaluate_search.md;
+# `make evaluation-pilot` and `make paper-question-powered` size and run the
+# powered version, hours), `make test` (the test suite), `make bench`
+# (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
 # `make mutation` (outside CI, ~5 min) measures test strength with mutmut
 # over the pure-Python modules, `make mutation-tf` with deliberate bugs in
@@ -75,7 +76,7 @@ smoke: venv
 # paper_question.cfg). Rerunning resumes every step where it stopped.
 paper-question: venv
 	for seed in $(PAPER_SEEDS); do \
-	  $(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=3000 \
+	  $(PY) bin/search.py --flagfile=configs/search_cpu.cfg --max_steps=3000 \
 	    --seed=$$seed --model_dir=$(PAPER_DIR)/search-$$seed || exit 1; \
 	done
 	$(PY) bin/evaluate_search.py --flagfile=configs/paper_question.cfg \
@@ -86,7 +87,7 @@ paper-question: venv
 # how many searches x seeds would decide (configs/evaluation_pilot.cfg;
 # JSON from bench/evaluation_sizing.py). Not run yet: ~7 hours on 2 cores.
 evaluation-pilot: venv
-	$(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=3000 \
+	$(PY) bin/search.py --flagfile=configs/search_cpu.cfg --max_steps=3000 \
 	  --seed=1 --model_dir=$(PAPER_DIR)/search-1
 	for steps in $(PILOT_STEPS); do \
 	  $(PY) bin/evaluate_search.py --flagfile=configs/evaluation_pilot.cfg \
@@ -106,7 +107,7 @@ paper-question-powered: venv
 	    --report_only; exit $$?; \
 	fi; \
 	for seed in $(POWERED_SEEDS); do \
-	  $(PY) bin/search.py --flagfile=configs/smoke_cpu.cfg --max_steps=3000 \
+	  $(PY) bin/search.py --flagfile=configs/search_cpu.cfg --max_steps=3000 \
 	    --seed=$$seed --model_dir=$(PAPER_DIR)/search-$$seed || exit 1; \
 	done; \
 	$(PY) bin/evaluate_search.py \

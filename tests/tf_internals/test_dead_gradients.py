@@ -62,7 +62,8 @@ def test_route_gives_a_narrowed_read_a_dead_gradient():
   with tf.Graph().as_default():
     var, read = _weight()
     pred = tf1.placeholder(tf.bool, [])
-    routed = dead_gradients.route(tf.slice(read, [0], [2]), pred)
+    routed = dead_gradients.route(tf.strided_slice(read, [0], [2], [1]),
+                                  pred)
     loss = tf.reduce_sum(routed * routed)
     with dead_gradients.dead_when_unused([read]):
       grad, = tf.gradients(loss, [var])

@@ -121,9 +121,12 @@ def narrow(value: Any, axes: Sequence[Optional[Width]]) -> Any:
     return value
   value = tf.convert_to_tensor(value)
   full = value.shape.as_list()
-  size = tf.stack([tf.constant(n) if s is None else s
-                   for n, s in zip(full, sizes)])
-  return tf.slice(value, [0] * len(full), size)
+  end = tf.stack([tf.constant(n) if s is None else s
+                  for n, s in zip(full, sizes)])
+  # A strided slice, not `tf.slice`: the same values, but its gradient is one
+  # StridedSliceGrad where Slice's computes the padding from the input's
+  # shape in ~11 more ops (~2,800 of proxylessnas_search's graph, start-up).
+  return tf.strided_slice(value, [0] * len(full), end, [1] * len(full))
 
 
 def selected_index(oneof: OneOf, path: str) -> Optional[int]:

@@ -43,7 +43,7 @@ from tensorflow.python.ops import control_flow_grad  # pylint: disable=g-direct-
 
 SWITCH_GRADIENT = 'TunasWeightSwitch'
 # Ops between a weight's read and `route`'s Switch: `widths.narrow`'s slice.
-_PASS_THROUGH = ('Slice',)
+_PASS_THROUGH = ('StridedSlice',)
 # The reads given dead gradients, innermost `dead_when_unused` last.
 _READS: List[frozenset] = [frozenset()]
 
