@@ -403,6 +403,8 @@ def run_retarget(config: SearchConfig, source: Source,
   """
   from tunas_search.search import runner  # pylint: disable=g-import-not-at-top
   check_resume(config.model_dir, source, targets)
+  # No training pass: the training split is not even read.
+  input_fn = input_fn or runner.search_input_fn(config, training_stream=False)
   return runner.run_search(config, source.spec, hooks=hooks,
                            input_fn=input_fn,
                            make_model_fn=make_model_fn_builder(source,
