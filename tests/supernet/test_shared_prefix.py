@@ -147,3 +147,9 @@ def test_a_training_form_is_refused():
     with pytest.raises(ValueError, match='at least one'):
       shared_prefix.build_networks([], tf.zeros([2, 8, 8, 1]), NUM_CLASSES,
                                    forms.validation('masked'))
+
+
+def test_num_layers_and_the_undecided_prefix():
+  # The stem's conv and activation come before block 1's decisions.
+  assert shared_prefix.num_layers(_spec()) == 6
+  assert shared_prefix.undecided_prefix(_spec()) == 2

@@ -202,9 +202,9 @@ def shared_validation_logits(config: SearchConfig, plan: StepPlan,
         masked_specs, images, config.num_classes, form,
         dtype=tf.as_dtype(plan.compute_dtype))
   logits = [validation_logits(config, plan, s, images) for s in masked_specs]
-  num_layers = sum(len(b.layers) for b in masked_specs[0].blocks) + 1
   return shared_prefix.Networks(
-      logits, [tf.constant(0, tf.int32)] * len(logits), num_layers)
+      logits, [tf.constant(0, tf.int32)] * len(logits),
+      shared_prefix.num_layers(masked_specs[0]))
 
 
 def validate(config: SearchConfig, plan: StepPlan, masked_spec: Any,

@@ -61,6 +61,23 @@ def _layer_masks(model_spec: specs.ConvTower) -> List[List[Any]]:
   return result
 
 
+def num_layers(model_spec: specs.ConvTower) -> int:
+  """The layers of `model_spec`'s network, the classifier counted as one."""
+  return len(_layer_masks(model_spec)) + 1
+
+
+def undecided_prefix(model_spec: specs.ConvTower) -> int:
+  """How many layers come before the first decision's: every architecture
+  of the space computes them alike, so `build_networks` always shares
+  them."""
+  count = 0
+  for masks in _layer_masks(model_spec):
+    if masks:
+      break
+    count += 1
+  return count
+
+
 def _same(masks_a: Sequence[Any], masks_b: Sequence[Any]) -> tf.Tensor:
   """bool scalar: whether two lists of masks are equal entry by entry."""
   if not masks_a:
@@ -127,9 +144,9 @@ def build_networks(model_specs: Sequence[specs.ConvTower], images: tf.Tensor,
   walks = [builder.layer_walk(spec, ctx) for spec in model_specs]
   in_widths: List[Optional[widths.Width]] = (
       [widths.fixed(images.shape[-1])] * count)
-  num_layers = len(layer_masks[0]) + 1
+  layers = num_layers(model_specs[0])
   with builder.control_flow(form):
-    for layer_index in range(num_layers - 1):
+    for layer_index in range(layers - 1):
       outs = []
       for k in range(count):
         path, layer, block_width = next(walks[k])
@@ -152,7 +169,7 @@ def build_networks(model_specs: Sequence[specs.ConvTower], images: tf.Tensor,
                                   form.dropout_rate)
       logits.append(_reuse_or_compute(xs[k], head, logits[:k], agree[k]))
       shared[k] = _count(shared[k], agree[k])
-  return Networks(logits, shared, num_layers)
+  return Networks(logits, shared, layers)
 
 
 def _count(total: tf.Tensor, agree: List[tf.Tensor]) -> tf.Tensor:
