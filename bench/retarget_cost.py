@@ -114,15 +114,7 @@ def _median_ms(hook: StepTimes) -> float:
   return 1000 * statistics.median(hook.times[FLAGS.skip:] or hook.times)
 
 
-def settle_step(history):
-  """The first step of `history` [(step, architecture)] after which the
-  architecture never changes; None if it still changes at the last step."""
-  settled = None
-  for i, (step, arch) in enumerate(history):
-    if all(a == arch for _, a in history[i:]):
-      settled = step
-      break
-  return None if not history or settled == history[-1][0] else settled
+settle_step = analysis.settle_step
 
 
 def _settle_step(model_dir: str, spec, k: int = 0):
