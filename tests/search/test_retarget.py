@@ -274,3 +274,18 @@ def test_agreeing_targets_share_the_whole_pass(recorded):
   assert all(0.0 <= f <= 1.0 for _, f in both.shared_fractions)
   assert all(first == 0.0 for first, _ in both.shared_fractions)
   assert recorded['high'][1].shared_fractions[0] == [0.0]
+
+
+def test_a_retarget_may_take_a_smaller_validation_batch(source, tmp_path):
+  f = _cli(f'--retarget_from={source.model_dir}',
+           f'--model_dir={tmp_path}/small', '--rl_cost_model_target=60',
+           '--rl_batch_size_multiplier=1')
+  config, _, _ = search_cli.retargeting.build(f, search_cli.CONFIG_FLAGS.names)
+  assert config.rl_batch_size_multiplier == 1
+  assert config.validation_batch_size == config.train_batch_size
+  # Without the flag: the source's, for the search's reward noise.
+  f = _cli(f'--retarget_from={source.model_dir}',
+           f'--model_dir={tmp_path}/same', '--rl_cost_model_target=60')
+  config, _, _ = search_cli.retargeting.build(f, search_cli.CONFIG_FLAGS.names)
+  assert (config.rl_batch_size_multiplier ==
+          source.config.rl_batch_size_multiplier)
