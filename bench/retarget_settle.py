@@ -16,6 +16,13 @@ Keys:
     its RL delay (search_rl_delay_steps).
   retarget_settle_steps: the same, per target, for the retarget (which
     learns from step 0).
+  search_window_step, retarget_window_steps: the first logged step after
+    which the argmax architecture's cost stays in its target's window
+    (`selection.window`, +-1.2%); null if it leaves it at the last.
+  search_argmax_changes_by_quarter, retarget_argmax_changes_by_quarter: how
+    many logged steps in each quarter of the run changed the argmax
+    architecture (a controller flipping between near-tied choices never
+    settles exactly).
   search_steps, retarget_steps, log_every_steps: the runs' lengths and the
     logging interval (the settle steps' resolution) of each.
   retarget_final_costs, retarget_in_window: per target, the cost of the
@@ -29,6 +36,9 @@ Keys:
   shared_layers_fraction_by_quarter: the same means over each quarter of
     the run, to show sharing fading as the controllers part.
   retarget_wall_s: the retarget's wall time, graph building included.
+Run the same command again to read a finished retarget without running it:
+the keys above that only a run records (retarget_wall_s and the
+shared-layer fractions) are then null.
 """
 
 import json
@@ -67,6 +77,27 @@ def _settle(scalars, spec, prefix=''):
                                                             prefix))
 
 
+def _window_step(history, spec, config, target):
+  """`analysis.settle_step` of whether the argmax's cost is in the window."""
+  model = cost_models.get(config.cost_model)
+  context = cost_models.context_for(config)
+  low, high = selection.window(target)
+  inside = [(step, low <= model.cost(spec, arch, context) <= high)
+            for step, arch in history]
+  if not inside or not inside[-1][1]:
+    return None
+  first = len(inside) - 1
+  while first > 0 and inside[first - 1][1]:
+    first -= 1
+  return inside[first][0]
+
+
+def _changes_by_quarter(history):
+  changed = [a != b for (_, a), (_, b) in zip(history, history[1:])]
+  size = max(1, -(-len(changed) // 4))
+  return [sum(changed[q * size:(q + 1) * size]) for q in range(4)]
+
+
 def _quarters(fractions, count):
   size = max(1, len(fractions) // 4)
   return [[statistics.mean(step[k] for step in fractions[q * size:
@@ -82,9 +113,11 @@ def measure() -> dict:
   overrides = {} if FLAGS.steps is None else {'max_steps': FLAGS.steps}
   config = retarget.make_config(source, model_dir, targets, **overrides)
   recorder = retarget.StepRecorder()
-  began = time.perf_counter()
-  retarget.run_retarget(config, source, targets, hooks=[recorder])
-  wall = time.perf_counter() - began
+  wall = None
+  if not os.path.exists(os.path.join(model_dir, retarget.RESULT_FILENAME)):
+    began = time.perf_counter()
+    retarget.run_retarget(config, source, targets, hooks=[recorder])
+    wall = time.perf_counter() - began
   search_scalars = analysis.read_scalars(source.model_dir)
   scalars = analysis.read_scalars(model_dir, prefixes=('rl', 'retarget'))
   decisions = schema.decisions(source.spec)
@@ -101,6 +134,9 @@ def measure() -> dict:
     in_window.append(choice.in_window)
   count = len(targets)
   fractions = recorder.shared_fractions
+  search_history = analysis.logged_architectures(search_scalars, source.spec)
+  histories = [analysis.logged_architectures(
+      scalars, source.spec, retarget.summary_prefix(k)) for k in range(count)]
   return {
       'benchmark': 'retarget_settle',
       'search_settle_step': _settle(search_scalars, source.spec),
@@ -109,6 +145,15 @@ def measure() -> dict:
       'retarget_settle_steps': [
           _settle(scalars, source.spec, retarget.summary_prefix(k))
           for k in range(count)],
+      'search_window_step': _window_step(
+          search_history, source.spec, source.config,
+          source.config.rl_cost_model_target),
+      'retarget_window_steps': [
+          _window_step(h, source.spec, config, t)
+          for h, t in zip(histories, targets)],
+      'search_argmax_changes_by_quarter': _changes_by_quarter(search_history),
+      'retarget_argmax_changes_by_quarter': [
+          _changes_by_quarter(h) for h in histories],
       'search_steps': source.config.total_steps,
       'retarget_steps': config.total_steps,
       'log_every_steps': {'search': source.config.tpu_iterations_per_loop,
@@ -116,8 +161,9 @@ def measure() -> dict:
       'retarget_final_costs': costs,
       'retarget_in_window': in_window,
       'shared_layers_fraction': [statistics.mean(s[k] for s in fractions)
-                                 for k in range(count)],
-      'shared_layers_fraction_by_quarter': _quarters(fractions, count),
+                                 for k in range(count)] if fractions else None,
+      'shared_layers_fraction_by_quarter': (
+          _quarters(fractions, count) if fractions else None),
       'undecided_prefix_fraction': (
           shared_prefix.undecided_prefix(source.spec) /
           shared_prefix.num_layers(source.spec)),
