@@ -5,8 +5,10 @@ restores them from a finished search (caught up, as `init_from_search` reads
 them), keeps them fixed (they are not even trainable variables of the graph)
 and trains a fresh controller per cost target with the search's REINFORCE,
 reward and EMA baseline (docs/method.md section 5). A step is the validation
-pass of each controller's sampled architecture, then each controller's
-update: no training pass, no shared-weight update (docs/retarget.md).
+pass of each controller's sampled architecture, each layer computed once for
+the controllers whose decisions agree up to it (`supernet.build_networks`),
+then each controller's update: no training pass, no shared-weight update, and
+the training split is not read (docs/retarget.md, "Cost").
 
 The first target's controller lives in the search's own scope
 (`rlcontroller`), so a retarget's model dir is read as a search by
