@@ -64,12 +64,17 @@ from tunas_search.space import schema
 from tunas_search.supernet import shared_prefix
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string('source_dir', None, 'A finished search (only read).')
-flags.DEFINE_string('work_dir', None, 'Where the retarget goes (new).')
-flags.DEFINE_list('targets', ['60', '84', '110'], 'The retarget\'s targets.')
-flags.DEFINE_integer('steps', None, 'Steps of the retarget (default: the '
-                     'search\'s).')
-flags.mark_flags_as_required(['source_dir', 'work_dir'])
+
+
+def define_flags():
+  """Defines the flags; in `__main__` only, so that a test can load this
+  script beside bench/retarget_cost.py, whose flags share some names."""
+  flags.DEFINE_string('source_dir', None, 'A finished search (only read).')
+  flags.DEFINE_string('work_dir', None, 'Where the retarget goes (new).')
+  flags.DEFINE_list('targets', ['60', '84', '110'], 'The retarget\'s targets.')
+  flags.DEFINE_integer('steps', None, 'Steps of the retarget (default: the '
+                       'search\'s).')
+  flags.mark_flags_as_required(['source_dir', 'work_dir'])
 
 
 def _settle(scalars, spec, prefix=''):
@@ -182,4 +187,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
+  define_flags()
   app.run(main)
