@@ -4,18 +4,40 @@
   .venv/bin/python bench/retarget_cost.py [--search_space=proxylessnas_search]
 
 In one process on one machine: a search of `--steps` steps on the embedded
-data, then retargets of it (docs/retarget.md) to one target and to
-`--targets`, each `--steps` steps, every run through the real runner and
-model_fn (`runner.run_search`, `retarget.run_retarget`).
+data, then retargets of it (docs/retarget.md), each `--steps` steps, every
+run through the real runner and model_fn (`runner.run_search`,
+`retarget.run_retarget`): to the first of `--targets` at the search's
+validation batch and at `--small_multiplier` times the training batch, and
+to every target of `--targets` in one run, with the validation passes'
+shared prefixes (the default) and without (each target's pass built on its
+own, as before issue 58 item 4).
 
 Keys:
   retarget_vs_search_step_ratio: median step time of a one-target retarget
-    / median step time of the search; goal <= 1/3 (issue 58: no training
-    pass, no shared-weight update).
+    / median step time of the search; issue 58 asked for <= 1/3.
   multi_target_vs_search_step_ratio: the same for the retarget to every
-    target of --targets in one run (one validation pass per target).
-  search_step_ms, retarget_step_ms, multi_target_step_ms: medians of the
-    step times after the first --skip steps (graph warm-up).
+    target of --targets in one run, prefixes shared.
+  unshared_multi_target_vs_search_step_ratio: the same, each target's
+    validation pass built on its own.
+  small_batch_retarget_vs_search_step_ratio: the one-target retarget at a
+    validation batch of --small_multiplier x the training batch.
+  search_step_ms, retarget_step_ms, multi_target_step_ms,
+    unshared_multi_target_step_ms, small_batch_retarget_step_ms: medians of
+    the step times after the first --skip steps (graph warm-up).
+  decomposition_ms: the search step split by a linear fit of the two
+    one-target retargets (step = rest + M x v, for validation batch
+    multiplier M): validation_per_multiplier (v: the validation forward
+    pass on one training batch's worth of images), validation_at_search
+    (the search's M x v), rest_of_retarget (rest: the controller's update,
+    sampling, input and host work) and training_and_update (the search step
+    less its validation pass and that rest).
+  multi_target_shared_layers_fraction: per target, the mean over the timed
+    steps of the fraction of its validation pass's layers (the classifier
+    counts as one) taken from an earlier target's; 0 for the first.
+  multi_target_steps_sharing_beyond_stem: per target, the fraction of the
+    timed steps where it took more layers than the layers before the
+    space's first decision (undecided_prefix_fraction), which every target
+    shares whatever it samples.
   search_settle_step, retarget_settle_step: the first logged step after
     which the controller's argmax architecture never changes again (logits
     read from every checkpoint, saved every --settle_every steps); null if
@@ -48,6 +70,8 @@ from tunas_search.controller import policy as controller
 from tunas_search.results import analysis
 from tunas_search.search import retarget
 from tunas_search.search import runner
+from tunas_search.search import step as step_lib
+from tunas_search.supernet import shared_prefix
 from tunas_search.space import architecture
 from tunas_search.space import schema
 
@@ -55,9 +79,12 @@ tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
 flags.DEFINE_string('search_space', 'proxylessnas_search', 'Search space.')
 flags.DEFINE_integer('image_size', 64, 'Input resolution.')
-flags.DEFINE_integer('train_batch_size', 16, 'Training batch (validation: '
-                     '4x).')
+flags.DEFINE_integer('train_batch_size', 16, 'Training batch.')
 flags.DEFINE_integer('steps', 60, 'Steps of each run.')
+flags.DEFINE_integer('rl_batch_size_multiplier', 4, 'Validation batch of the '
+                     'search and retargets / training batch (TuNAS: 4).')
+flags.DEFINE_integer('small_multiplier', 1, 'Validation batch multiplier of '
+                     'the small-batch retarget.')
 flags.DEFINE_integer('skip', 10, 'First steps of each run left out of the '
                      'median (graph warm-up).')
 flags.DEFINE_integer('settle_every', 5, 'Checkpoint interval of the '
@@ -87,15 +114,7 @@ def _median_ms(hook: StepTimes) -> float:
   return 1000 * statistics.median(hook.times[FLAGS.skip:] or hook.times)
 
 
-def settle_step(history):
-  """The first step of `history` [(step, architecture)] after which the
-  architecture never changes; None if it still changes at the last step."""
-  settled = None
-  for i, (step, arch) in enumerate(history):
-    if all(a == arch for _, a in history[i:]):
-      settled = step
-      break
-  return None if not history or settled == history[-1][0] else settled
+settle_step = analysis.settle_step
 
 
 def _settle_step(model_dir: str, spec, k: int = 0):
@@ -118,6 +137,7 @@ def _search_config(model_dir: str) -> SearchConfig:
       dataset='embedded', image_size=FLAGS.image_size,
       input_channels=info.channels,
       train_batch_size=FLAGS.train_batch_size, max_steps=FLAGS.steps,
+      rl_batch_size_multiplier=float(FLAGS.rl_batch_size_multiplier),
       cost_model=space.cost_model,
       cost_model_space=space.pixel1_model or space.cost_model_space,
       rl_cost_model_target=FLAGS.search_target,
@@ -126,29 +146,84 @@ def _search_config(model_dir: str) -> SearchConfig:
       seed=0)
 
 
+def _unshared(config, plan, masked_specs, images):
+  """`step.shared_validation_logits` with each pass built on its own."""
+  logits = [step_lib.validation_logits(config, plan, spec, images)
+            for spec in masked_specs]
+  return shared_prefix.Networks(
+      logits, [tf.constant(0, tf.int32)] * len(logits),
+      shared_prefix.num_layers(masked_specs[0]))
+
+
+def _retarget(source, model_dir, targets, hooks, unshared=False, **overrides):
+  config = retarget.make_config(source, model_dir, targets,
+                                max_steps=FLAGS.steps, **overrides)
+  shared = step_lib.shared_validation_logits
+  if unshared:  # The bench's side without sharing; restored below.
+    step_lib.shared_validation_logits = _unshared
+  try:
+    retarget.run_retarget(config, source, targets, hooks=hooks)
+  finally:
+    step_lib.shared_validation_logits = shared
+
+
+def _sharing(recorder, undecided: float) -> dict:
+  timed = recorder.shared_fractions[FLAGS.skip:] or recorder.shared_fractions
+  count = len(timed[0])
+  return {
+      'multi_target_shared_layers_fraction': [
+          statistics.mean(step[k] for step in timed) for k in range(count)],
+      'multi_target_steps_sharing_beyond_stem': [
+          statistics.mean(step[k] > undecided + 1e-6 for step in timed)
+          for k in range(count)],
+  }
+
+
 def measure(work_dir: str) -> dict:
   space = search_spaces.get(FLAGS.search_space)
   targets = [float(t) for t in FLAGS.targets]
   config = _search_config(os.path.join(work_dir, 'search'))
-  hooks = {name: StepTimes() for name in ('search', 'retarget', 'multi')}
+  names = ('search', 'retarget', 'small', 'multi', 'unshared')
+  hooks = {name: StepTimes() for name in names}
+  recorder = retarget.StepRecorder()
   runner.run_search(config, space.spec(), hooks=[hooks['search']])
   source = retarget.read_source(config.model_dir)
-  for name, run_targets in (('retarget', targets[:1]), ('multi', targets)):
-    rt_config = retarget.make_config(
-        source, os.path.join(work_dir, name), run_targets,
-        max_steps=FLAGS.steps)
-    retarget.run_retarget(rt_config, source, run_targets,
-                          hooks=[hooks[name]])
-  search_ms = _median_ms(hooks['search'])
+  one = targets[:1]
+  _retarget(source, os.path.join(work_dir, 'retarget'), one,
+            [hooks['retarget']])
+  _retarget(source, os.path.join(work_dir, 'small'), one, [hooks['small']],
+            rl_batch_size_multiplier=float(FLAGS.small_multiplier))
+  _retarget(source, os.path.join(work_dir, 'multi'), targets,
+            [hooks['multi'], recorder])
+  _retarget(source, os.path.join(work_dir, 'unshared'), targets,
+            [hooks['unshared']], unshared=True)
+  ms = {name: _median_ms(hooks[name]) for name in names}
+  big, small = FLAGS.rl_batch_size_multiplier, FLAGS.small_multiplier
+  per_multiplier = (ms['retarget'] - ms['small']) / (big - small)
+  rest = ms['retarget'] - big * per_multiplier
+  undecided = (shared_prefix.undecided_prefix(source.spec) /
+               shared_prefix.num_layers(source.spec))
   return {
       'benchmark': 'retarget_cost',
-      'retarget_vs_search_step_ratio': _median_ms(hooks['retarget']) /
-      search_ms,
-      'multi_target_vs_search_step_ratio': _median_ms(hooks['multi']) /
-      search_ms,
-      'search_step_ms': search_ms,
-      'retarget_step_ms': _median_ms(hooks['retarget']),
-      'multi_target_step_ms': _median_ms(hooks['multi']),
+      'retarget_vs_search_step_ratio': ms['retarget'] / ms['search'],
+      'multi_target_vs_search_step_ratio': ms['multi'] / ms['search'],
+      'unshared_multi_target_vs_search_step_ratio':
+          ms['unshared'] / ms['search'],
+      'small_batch_retarget_vs_search_step_ratio':
+          ms['small'] / ms['search'],
+      'search_step_ms': ms['search'],
+      'retarget_step_ms': ms['retarget'],
+      'multi_target_step_ms': ms['multi'],
+      'unshared_multi_target_step_ms': ms['unshared'],
+      'small_batch_retarget_step_ms': ms['small'],
+      'decomposition_ms': {
+          'validation_per_multiplier': per_multiplier,
+          'validation_at_search': big * per_multiplier,
+          'rest_of_retarget': rest,
+          'training_and_update': ms['search'] - big * per_multiplier - rest,
+      },
+      **_sharing(recorder, undecided),
+      'undecided_prefix_fraction': undecided,
       'search_settle_step': _settle_step(config.model_dir, source.spec),
       'search_rl_delay_steps': config.fraction_steps(
           config.rl_delay_steps_fraction),
@@ -157,7 +232,8 @@ def measure(work_dir: str) -> dict:
       'search_space': space.name, 'image_size': FLAGS.image_size,
       'train_batch_size': config.train_batch_size,
       'validation_batch_size': config.validation_batch_size,
-      'steps': FLAGS.steps, 'targets': targets,
+      'small_validation_batch_size': small * config.train_batch_size,
+      'steps': FLAGS.steps, 'skip': FLAGS.skip, 'targets': targets,
       'cost_model': config.cost_model,
   }
 

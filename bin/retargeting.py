@@ -24,7 +24,10 @@ RETARGET_FLAGS = frozenset({
     'rl_baseline_momentum', 'rl_temperature', 'rl_delay_steps_fraction',
     'increase_ops_warmup_steps_fraction',
     'increase_filters_warmup_steps_fraction', 'seed',
-    'constant_validation_accuracy'}) | (
+    'constant_validation_accuracy',
+    # The validation batch (docs/retarget.md, "Cost"): the source's by
+    # default, for the search's reward noise; smaller for cheaper steps.
+    'rl_batch_size_multiplier'}) | (
         config_lib.RUNTIME_FIELDS - {'model_dir'})
 # Hand-defined flags of bin/search.py that a retarget refuses: the source
 # search fixes them.

@@ -173,3 +173,31 @@ def test_embedded_is_the_default_and_available():
       10, 1, 28)
   assert (info.num_train, info.num_validation, info.num_test) == (
       10000, 2000, 2000)
+
+
+def test_without_the_training_stream_only_validation_is_read(cache_dir,
+                                                              monkeypatch):
+  make = lambda training: data.SearchInputFn(
+      'embedded', cache_dir, 28, seed=0, training_stream=training)(
+          {'batch_size': 4})
+  with_training = list(make(True).take(3))
+  requested = []
+  original = embedded.EmbeddedSource.examples
+
+  def spy(self, split, **kwargs):
+    requested.append(split)
+    return original(self, split, **kwargs)
+
+  monkeypatch.setattr(embedded.EmbeddedSource, 'examples', spy)
+  without = list(make(False).take(3))
+  assert requested == ['validation']
+  for (features, labels), (features_t, labels_t) in zip(without,
+                                                        with_training):
+    assert features['train_images'].shape == (0, 28, 28, 1)
+    assert labels['train_labels'].shape == (0,)
+    assert features['train_images'].dtype == tf.float32
+    # The same validation batches as a search's.
+    np.testing.assert_array_equal(features['validation_images'],
+                                  features_t['validation_images'])
+    np.testing.assert_array_equal(labels['validation_labels'],
+                                  labels_t['validation_labels'])

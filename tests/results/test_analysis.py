@@ -249,3 +249,37 @@ def test_checkpoint_of_another_space(tmp_path):
                      match=r'does not match: checkpoint .*choices_3.* '
                      r'shape \[21, 3\]'):
     analysis.analyze(str(tmp_path))
+
+
+def test_settle_step_is_the_start_of_the_last_unchanged_run():
+  assert analysis.settle_step([(0, 'a'), (20, 'b'), (40, 'a'),
+                               (60, 'a')]) == 40
+  assert analysis.settle_step([(0, 'a'), (20, 'a')]) == 0
+  # Still changing at the last logged step, or nothing logged: unsettled.
+  assert analysis.settle_step([(0, 'a'), (20, 'b')]) is None
+  assert analysis.settle_step([]) is None
+
+
+def test_logged_architectures_read_one_controllers_logits():
+  spec = search_spaces.get('proxylessnas_search').spec()
+  decisions = schema.decisions(spec)
+  scalars = {}
+  for step, best in ((20, 0), (40, 1)):
+    for d in decisions:
+      for j in range(d.num_choices):
+        # Target 1's controller prefers the last choice at step 40, the
+        # first at 20; the first target's, the first throughout.
+        last = j == d.num_choices - 1
+        scalars.setdefault('retarget_1/' + controller.path_logit_tag(d, j),
+                           []).append((step, float(last if best else j == 0)))
+        scalars.setdefault(controller.path_logit_tag(d, j), []).append(
+            (step, float(j == 0)))
+  history = analysis.logged_architectures(scalars, spec, 'retarget_1/')
+  assert [step for step, _ in history] == [20, 40]
+  assert history[0][1] == architecture.canonicalize(
+      spec, [0] * len(decisions))
+  assert history[1][1] == architecture.canonicalize(
+      spec, [d.num_choices - 1 for d in decisions])
+  assert history[1][1] != history[0][1]
+  own = analysis.logged_architectures(scalars, spec)
+  assert [arch for _, arch in own] == [history[0][1]] * 2

@@ -232,3 +232,60 @@ def test_a_search_dir_is_not_retargeted_into(source, tmp_path):
   config = retarget.make_config(source, other, [LOW])
   with pytest.raises(config_lib.ConfigError, match='holds a search'):
     retarget.run_retarget(config, source, [LOW])
+
+
+@pytest.fixture(scope='module')
+def recorded(source, tmp_path_factory):
+  """10 steps to [LOW, HIGH] and to [HIGH] alone, every step recorded."""
+  runs = {}
+  for name, targets in (('both', [LOW, HIGH]), ('high', [HIGH])):
+    model_dir = str(tmp_path_factory.mktemp('recorded') / name)
+    config = retarget.make_config(source, model_dir, targets, max_steps=10,
+                                  save_checkpoints_steps=10,
+                                  tpu_iterations_per_loop=10)
+    recorder = retarget.StepRecorder()
+    retarget.run_retarget(config, source, targets, hooks=[recorder])
+    runs[name] = (config, recorder)
+  return runs
+
+
+def test_sharing_leaves_every_targets_accuracy_as_it_was(source, recorded):
+  both, high = recorded['both'][1], recorded['high'][1]
+  assert len(both.accuracies) == len(high.accuracies) == 10
+  # The controller of HIGH samples the same architectures with or without
+  # LOW beside it (the same seed): its accuracies, taken from LOW's pass
+  # where their architectures agree, are the ones it computes alone.
+  # Accuracies are multiples of 1/16 (16 validation images): equal exactly.
+  assert [a[1] for a in both.accuracies] == [a[0] for a in high.accuracies]
+  decisions = schema.decisions(source.spec)
+  for a, b in zip(retarget.final_logits(recorded['both'][0].model_dir,
+                                        decisions, 1),
+                  retarget.final_logits(recorded['high'][0].model_dir,
+                                        decisions, 0)):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_agreeing_targets_share_the_whole_pass(recorded):
+  both = recorded['both'][1]
+  # Step 0: both controllers are uniform and share the seed, so they sample
+  # one architecture, and the second takes every layer from the first.
+  assert both.shared_fractions[0] == [0.0, 1.0]
+  assert both.accuracies[0][0] == both.accuracies[0][1]
+  assert all(0.0 <= f <= 1.0 for _, f in both.shared_fractions)
+  assert all(first == 0.0 for first, _ in both.shared_fractions)
+  assert recorded['high'][1].shared_fractions[0] == [0.0]
+
+
+def test_a_retarget_may_take_a_smaller_validation_batch(source, tmp_path):
+  f = _cli(f'--retarget_from={source.model_dir}',
+           f'--model_dir={tmp_path}/small', '--rl_cost_model_target=60',
+           '--rl_batch_size_multiplier=1')
+  config, _, _ = search_cli.retargeting.build(f, search_cli.CONFIG_FLAGS.names)
+  assert config.rl_batch_size_multiplier == 1
+  assert config.validation_batch_size == config.train_batch_size
+  # Without the flag: the source's, for the search's reward noise.
+  f = _cli(f'--retarget_from={source.model_dir}',
+           f'--model_dir={tmp_path}/same', '--rl_cost_model_target=60')
+  config, _, _ = search_cli.retargeting.build(f, search_cli.CONFIG_FLAGS.names)
+  assert (config.rl_batch_size_multiplier ==
+          source.config.rl_batch_size_multiplier)

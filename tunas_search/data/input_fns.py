@@ -104,7 +104,8 @@ class SearchInputFn(_InputFnBase):
                transpose_input: bool = False, seed: Optional[int] = None,
                num_validation: Optional[int] = None,
                shuffle_buffer: Optional[int] = None, augment: bool = True,
-               augment_validation: bool = False):
+               augment_validation: bool = False,
+               training_stream: bool = True):
     """Creates the input function.
 
     Args:
@@ -124,6 +125,9 @@ class SearchInputFn(_InputFnBase):
       augment_validation: augment the validation stream too. False (the
         default) preprocesses it like evaluation data, so the controller's
         reward is accuracy on un-distorted images.
+      training_stream: read the training split. False (a retarget, which
+        has no training pass): the training images and labels are empty
+        batches of 0 examples, and the validation stream is unchanged.
 
     Raises:
       DataError, registry.UnknownNameError: for bad arguments.
@@ -136,6 +140,7 @@ class SearchInputFn(_InputFnBase):
     self.validation_batch_multiplier = validation_batch_multiplier
     self.augment = augment
     self.augment_validation = augment_validation
+    self.training_stream = training_stream
 
   def __call__(self, params: Mapping[str, Any]) -> tf.data.Dataset:
     """Builds the dataset.
@@ -148,27 +153,37 @@ class SearchInputFn(_InputFnBase):
       Infinite dataset of (features, labels): features = {'train_images':
       float32 [B, S, S, C], 'validation_images': float32 [M*B, S, S, C]}
       (both [S, S, C, .] if transpose_input), labels = {'train_labels': int32
-      [B], 'validation_labels': int32 [M*B]}.
+      [B], 'validation_labels': int32 [M*B]}; B is 0 for the training batch
+      without `training_stream`.
     """
     batch_size = params['batch_size']
     shard = host_shard(params)
-    train = self._training_stream('train', batch_size, self.augment, shard,
-                                  _TRAIN_STREAM)
+    train = (self._training_stream('train', batch_size, self.augment, shard,
+                                   _TRAIN_STREAM)
+             if self.training_stream else None)
     validation = self._training_stream(
         'validation', self.validation_batch_multiplier * batch_size,
         self.augment_validation, shard, _VALIDATION_STREAM)
+    if train is None:
+      ds = validation.map(_without_training)
+    else:
+      ds = tf.data.Dataset.zip((train, validation))
+    return ds.map(self._to_dicts).prefetch(tf.data.AUTOTUNE)
 
-    def to_dicts(train_batch, validation_batch):
-      features = {
-          'train_images': self._maybe_transpose(train_batch[0]),
-          'validation_images': self._maybe_transpose(validation_batch[0]),
-      }
-      labels = {'train_labels': train_batch[1],
-                'validation_labels': validation_batch[1]}
-      return features, labels
+  def _to_dicts(self, train_batch, validation_batch):
+    features = {
+        'train_images': self._maybe_transpose(train_batch[0]),
+        'validation_images': self._maybe_transpose(validation_batch[0]),
+    }
+    labels = {'train_labels': train_batch[1],
+              'validation_labels': validation_batch[1]}
+    return features, labels
 
-    ds = tf.data.Dataset.zip((train, validation)).map(to_dicts)
-    return ds.prefetch(tf.data.AUTOTUNE)
+
+def _without_training(images, labels):
+  """(empty training batch, the validation batch) of one validation batch."""
+  empty = (tf.zeros_like(images[:0]), tf.zeros_like(labels[:0]))
+  return empty, (images, labels)
 
 
 class ClassifierInputFn(_InputFnBase):

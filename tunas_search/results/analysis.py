@@ -389,3 +389,31 @@ def probability_history(scalars: Dict[str, Series],
   steps = sorted(logged)
   probs = [controller.probabilities(logged[s])[0] for s in steps]
   return steps, np.array(probs).reshape(len(steps), decision.num_choices)
+
+
+def settle_step(history: Sequence[Tuple[int, Any]]) -> Optional[int]:
+  """When a controller settled: the first step of `history` [(step,
+  architecture)] after which the architecture never changes; None if it
+  still changes at the last step (or there is no history)."""
+  for i, (step, arch) in enumerate(history):
+    if all(a == arch for _, a in history[i:]):
+      return None if step == history[-1][0] else step
+  return None
+
+
+def logged_architectures(scalars: Dict[str, Series], model_spec: Any,
+                         prefix: str = '') -> List[Tuple[int, str]]:
+  """(step, argmax architecture) at every step whose logits were logged.
+
+  Args:
+    scalars: `read_scalars` of a model dir.
+    model_spec: the searched spec.
+    prefix: the controller's summary prefix (`retarget_<k>/` for a
+      retarget's target k > 0; '' for a search's own controller).
+  """
+  own = {tag[len(prefix):]: series for tag, series in scalars.items()
+         if tag.startswith(prefix)}
+  decisions = schema.decisions(model_spec)
+  return [(step, architecture.canonicalize(
+      model_spec, controller.argmax_indices(logits)))
+          for step, logits in logged_logits(own, decisions).items()]

@@ -90,12 +90,18 @@ def _checkpoint_saver(config: SearchConfig,
       steps_per_run=config.tpu_iterations_per_loop if config.use_tpu else 1)
 
 
-def search_input_fn(config: SearchConfig) -> data.SearchInputFn:
-  """The input function of a search: training and validation batches."""
+def search_input_fn(config: SearchConfig, training_stream: bool = True
+                    ) -> data.SearchInputFn:
+  """The input function of a search: training and validation batches.
+
+  Without `training_stream` (a retarget) the training batches are empty and
+  the training split is not read; the validation batches are the same.
+  """
   return data.SearchInputFn(
       config.dataset, config.data_dir, config.image_size,
       validation_batch_multiplier=int(config.rl_batch_size_multiplier),
-      transpose_input=config.use_tpu, seed=config.seed)
+      transpose_input=config.use_tpu, seed=config.seed,
+      training_stream=training_stream)
 
 
 def non_finite_loss_error(model_dir: str,
