@@ -223,6 +223,11 @@ def test_adb_needs_the_benchmark_binary(tmp_path):
     _config(tmp_path, backend='adb')
 
 
+# Slow (a real TFLite build and timing of 10 networks): in `make test`,
+# tests/bin/test_calibrate_latency.py's every-tool test calibrates with real
+# timings and fits, and test_a_search_names_its_int8_latency_model searches
+# with a fitted model file and checks that config.json names it.
+@pytest.mark.slow
 def test_calibrate_fit_and_search_with_the_measured_model(tmp_path,
                                                          monkeypatch):
   spec = tiny.tiny_spec()
@@ -360,6 +365,10 @@ def test_a_search_names_its_int8_latency_model(tmp_path):
                             cost_model_file=path, max_steps=2,
                             rl_cost_model_target=1.0)
   found = runner.run_search(search, spec)
+  assert found.costs['measured'] > 0
+  with open(os.path.join(search.model_dir, 'config.json'),
+            encoding='utf-8') as f:
+    assert json.load(f)['cost_model_file'] == path
   assert found.latency_precision == 'int8'
   with open(os.path.join(search.model_dir, runner.RESULT_FILENAME),
             encoding='utf-8') as f:
