@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import search_spaces
+from tests.bin import one_process
 from tunas_search.cost_models import calibration
 from tunas_search.config import ConfigError
 
@@ -23,7 +24,8 @@ TOOL = os.path.join(ROOT, 'bin', 'calibrate_latency.py')
 _SPACE = '--search_space=proxylessnas_search'
 
 
-@pytest.mark.parametrize('flags, message', [
+# (flags, message): refused in one line, exit 2, nothing written.
+_BAD_INPUT = [
     # Only the spaces the tool takes: no reference nets.
     (['--search_space=nasnet'], "unknown search space 'nasnet'; valid "
      f'choices: {", ".join(search_spaces.search_space_names())}, or '
@@ -60,17 +62,45 @@ _SPACE = '--search_space=proxylessnas_search'
      'mobilenet_v4_conv_small_fine is scored with the latency model of '
      'mobilenet_v4_conv_small_search, which holds all its architectures: '
      'calibrate --search_space=mobilenet_v4_conv_small_search'),
-])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, flags, message):
+]
+
+
+def _assert_refused(output_dir, code, stderr, message):
+  assert code == 2, stderr
+  lines = [l for l in stderr.splitlines() if l.strip()]
+  assert len(lines) == 1, stderr
+  assert message in lines[0]
+  assert not os.path.exists(output_dir)
+
+
+@pytest.fixture(scope='module')
+def bad_input_results(tmp_path_factory):
+  """(output dir, exit code, stderr) of each _BAD_INPUT case, in one
+  process (tests/bin/one_process.py)."""
+  output_dirs = [str(tmp_path_factory.mktemp('bad') / 'cal')
+                 for _ in _BAD_INPUT]
+  results = one_process.run_many(
+      'calibrate_latency', [[f'--output_dir={d}', *flags]
+                            for d, (flags, _) in zip(output_dirs, _BAD_INPUT)])
+  return [(d, code, err) for d, (code, err) in zip(output_dirs, results)]
+
+
+@pytest.mark.parametrize('case', range(len(_BAD_INPUT)),
+                         ids=[m for _, m in _BAD_INPUT])
+def test_bad_input_is_one_line_and_exit_2(bad_input_results, case):
+  _assert_refused(*bad_input_results[case], _BAD_INPUT[case][1])
+
+
+# Two of them as whole processes: a flag that does not parse, a config that
+# does not validate.
+@pytest.mark.parametrize('case', [3, 4], ids=['flag', 'config'])
+def test_bad_input_in_a_real_process(tmp_path, case):
+  flags, message = _BAD_INPUT[case]
   output_dir = tmp_path / 'cal'
   done = subprocess.run([sys.executable, TOOL, f'--output_dir={output_dir}',
                          *flags], capture_output=True, text=True, cwd=ROOT,
                         timeout=600, check=False)
-  assert done.returncode == 2, done.stderr
-  lines = [l for l in done.stderr.splitlines() if l.strip()]
-  assert len(lines) == 1, done.stderr
-  assert message in lines[0]
-  assert not output_dir.exists()
+  _assert_refused(str(output_dir), done.returncode, done.stderr, message)
 
 
 def _stand_in_adb(tmp_path, script):

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
+from tests.bin import one_process
 from tests.files import snapshot
 from tunas_search.config import SearchConfig
 
@@ -167,54 +168,16 @@ _BAD_INPUT = [
      '--resume_from=model.ckpt-3: model dir {model_dir} does not exist'),
 ]
 
-# Runs bin/search.py's flag parsing and main (cli.parse_flags, cli.call_main:
-# what `cli.run` does inside absl's app.run) on each command line in one
-# Python process, each case's stderr captured at file descriptor 2; prints
-# [exit code, stderr] per case. One TensorFlow import for all the cases,
-# where a process per case costs one each (issue 56 item 5); three cases
-# also run as real processes (test_bad_input_in_a_real_process).
-_RUN_MANY = """
-import json, os, sys, tempfile
-from bin import cli, search
-search.define_flags()
-out = []
-for argv in json.loads(sys.argv[1]):
-  search.FLAGS.unparse_flags()
-  sys.argv = ['search.py'] + argv
-  with tempfile.TemporaryFile('w+') as err:
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(err.fileno(), 2)
-    try:
-      cli.call_main(search.main, cli.parse_flags(sys.argv))
-      code = 0
-    except SystemExit as e:
-      code = e.code
-    finally:
-      sys.stderr.flush()
-      os.dup2(saved, 2)
-      os.close(saved)
-    err.seek(0)
-    out.append([code, err.read()])
-print(json.dumps(out))
-"""
-
-
 @pytest.fixture(scope='module')
 def bad_input_results(tmp_path_factory):
-  """(model dir, exit code, stderr) of each _BAD_INPUT case, one process."""
+  """(model dir, exit code, stderr) of each _BAD_INPUT case, in one
+  process (tests/bin/one_process.py); three also run as whole processes
+  (test_bad_input_in_a_real_process)."""
   model_dirs = [str(tmp_path_factory.mktemp('bad') / 'run')
                 for _ in _BAD_INPUT]
-  command_lines = [[f'--model_dir={d}', *flags]
-                   for d, (flags, _) in zip(model_dirs, _BAD_INPUT)]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  env.pop('TF_CONFIG', None)
-  done = subprocess.run(
-      [sys.executable, '-c', _RUN_MANY, json.dumps(command_lines)],
-      cwd=ROOT, env=env, capture_output=True, text=True,
-      timeout=HANG_GUARD_S)
-  assert done.returncode == 0, done.stderr[-2000:]
-  results = json.loads(done.stdout.splitlines()[-1])
+  results = one_process.run_many(
+      'search', [[f'--model_dir={d}', *flags]
+                 for d, (flags, _) in zip(model_dirs, _BAD_INPUT)])
   return [(d, code, err) for d, (code, err) in zip(model_dirs, results)]
 
 
