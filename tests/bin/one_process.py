@@ -65,3 +65,16 @@ def run_many(tool: str, command_lines: Sequence[Sequence[str]]
   assert done.returncode == 0, done.stderr[-2000:]
   return [(code, err) for code, err in
           json.loads(done.stdout.splitlines()[-1])]
+
+
+def refusals(tool: str, dir_flag: str, cases, make_dir
+             ) -> List[Tuple[str, int, str]]:
+  """(dir, exit code, stderr) of each (flags, message) case of `tool`.
+
+  Each case gets `--<dir_flag>=<a fresh path from make_dir()>` before its
+  flags, so a test can check that nothing was written there.
+  """
+  dirs = [str(make_dir()) for _ in cases]
+  results = run_many(tool, [[f'--{dir_flag}={d}', *flags]
+                            for d, (flags, _) in zip(dirs, cases)])
+  return [(d, code, err) for d, (code, err) in zip(dirs, results)]

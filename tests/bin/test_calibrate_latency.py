@@ -77,12 +77,9 @@ def _assert_refused(output_dir, code, stderr, message):
 def bad_input_results(tmp_path_factory):
   """(output dir, exit code, stderr) of each _BAD_INPUT case, in one
   process (tests/bin/one_process.py)."""
-  output_dirs = [str(tmp_path_factory.mktemp('bad') / 'cal')
-                 for _ in _BAD_INPUT]
-  results = one_process.run_many(
-      'calibrate_latency', [[f'--output_dir={d}', *flags]
-                            for d, (flags, _) in zip(output_dirs, _BAD_INPUT)])
-  return [(d, code, err) for d, (code, err) in zip(output_dirs, results)]
+  return one_process.refusals(
+      'calibrate_latency', 'output_dir', _BAD_INPUT,
+      lambda: tmp_path_factory.mktemp('bad') / 'cal')
 
 
 @pytest.mark.parametrize('case', range(len(_BAD_INPUT)),

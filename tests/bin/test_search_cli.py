@@ -173,12 +173,9 @@ def bad_input_results(tmp_path_factory):
   """(model dir, exit code, stderr) of each _BAD_INPUT case, in one
   process (tests/bin/one_process.py); three also run as whole processes
   (test_bad_input_in_a_real_process)."""
-  model_dirs = [str(tmp_path_factory.mktemp('bad') / 'run')
-                for _ in _BAD_INPUT]
-  results = one_process.run_many(
-      'search', [[f'--model_dir={d}', *flags]
-                 for d, (flags, _) in zip(model_dirs, _BAD_INPUT)])
-  return [(d, code, err) for d, (code, err) in zip(model_dirs, results)]
+  return one_process.refusals(
+      'search', 'model_dir', _BAD_INPUT,
+      lambda: tmp_path_factory.mktemp('bad') / 'run')
 
 
 def _assert_refused(model_dir, code, stderr, message):

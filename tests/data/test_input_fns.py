@@ -67,7 +67,8 @@ def test_search_validation_only_from_held_out_split(cache_dir, arrays):
   assert not (train_hashes | validation_hashes) & _hashes(arrays.test_images)
 
 
-def test_search_never_reads_the_test_split(cache_dir, monkeypatch):
+def _record_splits(monkeypatch):
+  """The splits the embedded source is asked for from now on, in order."""
   requested = []
   original = embedded.EmbeddedSource.examples
 
@@ -76,6 +77,11 @@ def test_search_never_reads_the_test_split(cache_dir, monkeypatch):
     return original(self, split, **kwargs)
 
   monkeypatch.setattr(embedded.EmbeddedSource, 'examples', spy)
+  return requested
+
+
+def test_search_never_reads_the_test_split(cache_dir, monkeypatch):
+  requested = _record_splits(monkeypatch)
   data.SearchInputFn('embedded', cache_dir, 28, seed=0)({'batch_size': 4})
   assert sorted(requested) == ['train', 'validation']
 
@@ -181,14 +187,7 @@ def test_without_the_training_stream_only_validation_is_read(cache_dir,
       'embedded', cache_dir, 28, seed=0, training_stream=training)(
           {'batch_size': 4})
   with_training = list(make(True).take(3))
-  requested = []
-  original = embedded.EmbeddedSource.examples
-
-  def spy(self, split, **kwargs):
-    requested.append(split)
-    return original(self, split, **kwargs)
-
-  monkeypatch.setattr(embedded.EmbeddedSource, 'examples', spy)
+  requested = _record_splits(monkeypatch)
   without = list(make(False).take(3))
   assert requested == ['validation']
   for (features, labels), (features_t, labels_t) in zip(without,
