@@ -74,6 +74,9 @@ def define_flags():
   flags.DEFINE_list('targets', ['60', '84', '110'], 'The retarget\'s targets.')
   flags.DEFINE_integer('steps', None, 'Steps of the retarget (default: the '
                        'search\'s).')
+  flags.DEFINE_float('rl_batch_size_multiplier', None, 'Validation batch of '
+                     'the retarget, in training batches (default: the '
+                     'retarget\'s default).')
   flags.mark_flags_as_required(['source_dir', 'work_dir'])
 
 
@@ -116,6 +119,8 @@ def measure() -> dict:
   targets = [float(t) for t in FLAGS.targets]
   model_dir = os.path.join(FLAGS.work_dir, 'retarget')
   overrides = {} if FLAGS.steps is None else {'max_steps': FLAGS.steps}
+  if FLAGS.rl_batch_size_multiplier is not None:
+    overrides['rl_batch_size_multiplier'] = FLAGS.rl_batch_size_multiplier
   config = retarget.make_config(source, model_dir, targets, **overrides)
   recorder = retarget.StepRecorder()
   wall = None
@@ -176,6 +181,7 @@ def measure() -> dict:
       'source_dir': os.path.abspath(source.model_dir),
       'search_space': source.config.search_space,
       'targets': targets,
+      'rl_batch_size_multiplier': config.rl_batch_size_multiplier,
       'source_target': source.config.rl_cost_model_target,
       'cost_model': config.cost_model,
   }

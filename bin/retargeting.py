@@ -25,8 +25,8 @@ RETARGET_FLAGS = frozenset({
     'increase_ops_warmup_steps_fraction',
     'increase_filters_warmup_steps_fraction', 'seed',
     'constant_validation_accuracy',
-    # The validation batch (docs/retarget.md, "Cost"): the source's by
-    # default, for the search's reward noise; smaller for cheaper steps.
+    # The validation batch (docs/retarget.md, "Cost"): one training batch
+    # by default, for cheap steps; the source's 4 for its reward noise.
     'rl_batch_size_multiplier'}) | (
         config_lib.RUNTIME_FIELDS - {'model_dir'})
 # Hand-defined flags of bin/search.py that a retarget refuses: the source

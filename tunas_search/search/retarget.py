@@ -56,8 +56,13 @@ SHARED_FRACTIONS = 'retarget_shared_layers_fractions'
 # Fields of the source's config that a retarget resets: the warm-ups and
 # the RL delay exist because a search's weights start untrained; a
 # retarget's are trained, so its controller learns from the first step.
-# Weights are never stepped, so no deferred state is kept.
+# Weights are never stepped, so no deferred state is kept. The validation
+# batch is one training batch, not the search's 4: the validation pass is
+# all a retarget step computes, and at the search's batch it alone costs
+# more than half a search step (docs/retarget.md, "Cost"); a controller
+# step at one batch costs a fifth. `--rl_batch_size_multiplier` sets it.
 RETARGET_DEFAULTS = {
+    'rl_batch_size_multiplier': 1.0,
     'rl_delay_steps_fraction': 0.0,
     'increase_ops_warmup_steps_fraction': 0.0,
     'increase_filters_warmup_steps_fraction': 0.0,
