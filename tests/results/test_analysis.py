@@ -182,7 +182,7 @@ def test_formats(search_dir):
   assert float(rows[0]['cost/madds']) == result.costs['madds']
   text = report.format_text(result)
   assert result.architecture in text and result.block_string in text
-  assert f'{result.costs["pixel1_latency"]:.4g} ms' in text
+  assert f'{result.costs["pixel1_latency"]:.2f} ms' in text
   assert f'{result.costs["params"]:,.0f} params' in text
   assert len(text.splitlines()) == 3 + 3 + 2 + 73
 

@@ -199,6 +199,6 @@ def test_format_text_names_rule_cost_and_settling():
   text = selection.format_text(
       distribution(LEANING, target=1e5).choose('auto'), 'madds')
   assert text.startswith('final architecture (auto -> in_window): ')
-  assert 'inside the window 9.88e+04-1.012e+05 madds' in text
+  assert 'inside the window 98,800-101,200 madds' in text
   assert '0 of 7 decisions at >= 0.9' in text
-  assert 'the argmax costs 5.895e+05 madds' in text
+  assert 'the argmax costs 589,496 madds' in text

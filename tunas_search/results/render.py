@@ -11,16 +11,12 @@ import io
 from typing import Any, Callable, Dict
 
 from tunas_search.results import analysis
+from tunas_search.results import selection
 from tunas_search import cost_models
 from tunas_search.space import schema
 from tunas_search.results.analysis import Analysis
 
 FORMATS = ('text', 'json', 'csv')
-
-
-def _format_cost(value: float) -> str:
-  """`92.56` for milliseconds, `6,409,440` for counts."""
-  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.4g}'
 
 
 def format_text(result: Analysis) -> str:
@@ -34,7 +30,7 @@ def format_text(result: Analysis) -> str:
            f'block string  {result.block_string}']
   for name, value in sorted(result.costs.items()):
     unit = cost_models.get(name).unit
-    lines.append(f'{"cost/" + name:<22}{_format_cost(value)} {unit}')
+    lines.append(f'{"cost/" + name:<22}{selection.format_cost(value)} {unit}')
   if result.latency_precision:
     lines.append(f'{"latency model":<22}{result.latency_precision} '
                  '(what cost/measured estimates)')

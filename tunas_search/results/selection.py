@@ -391,6 +391,12 @@ def _settling(decisions, probabilities, argmax, costs, bounds, argmax_cost,
           100.0 * np.mean(costs < argmax_cost)))
 
 
+def format_cost(value: float) -> str:
+  """`85.00` for milliseconds, `6,409,440` for counts: costs of one unit
+  read alike in every line."""
+  return f'{value:,.0f}' if abs(value) >= 1000 else f'{value:.2f}'
+
+
 def format_text(choice: Choice, unit: str = '') -> str:
   """A few lines: the rule's choice and how settled the controller is."""
   s = choice.settling
@@ -400,8 +406,10 @@ def format_text(choice: Choice, unit: str = '') -> str:
     where = ''
     if choice.window is not None:
       where = (f', {"inside" if choice.in_window else "outside"} the window '
-               f'{choice.window[0]:.4g}-{choice.window[1]:.4g}{unit}')
-    lines.append(f'  cost {choice.cost:.4g}{unit}{where}; log-probability '
+               f'{format_cost(choice.window[0])}-'
+               f'{format_cost(choice.window[1])}{unit}')
+    lines.append(f'  cost {format_cost(choice.cost)}{unit}{where}; '
+                 'log-probability '
                  f'{choice.log_probability:.2f}')
   lines.append(
       f'controller: entropy {s.entropy:.1f} nats of {s.uniform_entropy:.1f} '
@@ -411,9 +419,10 @@ def format_text(choice: Choice, unit: str = '') -> str:
       f'argmax log-probability {s.argmax_log_probability:.2f}')
   if s.sampled_costs is not None:
     c = s.sampled_costs
-    line = (f'  {s.num_samples} sampled architectures cost {c["mean"]:.4g} '
-            f'+- {c["std"]:.2g}{unit} (p5 {c["p5"]:.4g}, p95 '
-            f'{c["p95"]:.4g}); the argmax costs {s.argmax_cost:.4g}{unit}, '
+    line = (f'  {s.num_samples} sampled architectures cost '
+            f'{format_cost(c["mean"])} +- {c["std"]:.2g}{unit} (p5 '
+            f'{format_cost(c["p5"])}, p95 {format_cost(c["p95"])}); the '
+            f'argmax costs {format_cost(s.argmax_cost)}{unit}, '
             f'more than {s.argmax_cost_percentile:.0f}% of them')
     if s.in_window_fraction is not None:
       line += f'; {100 * s.in_window_fraction:.0f}% lie in the window'
