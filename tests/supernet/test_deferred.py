@@ -95,7 +95,8 @@ def _run(tmp_path, mode: str, validation_weights: str, nan_step=None,
         _, loss, chosen = sess.run([spec.train_op, spec.loss, indices], feed)
         assert np.isnan(loss) == (step == nan_step)
         sampled.append(chosen.tolist())
-        path = saver.save(sess, str(tmp_path / 'ckpt'), global_step=step + 1)
+        path = saver.save(sess, str(tmp_path / 'ckpt'), global_step=step + 1,
+                          write_meta_graph=False)
         reader = tf.train.load_checkpoint(path)
         values = {v.op.name: reader.get_tensor(v.op.name) for v in weights}
         history.append(deferred.caught_up(values, reader, step + 1,
