@@ -19,6 +19,19 @@ from tunas_search.config import ConfigError
 from tunas_search.cost_models import analytic
 
 
+@pytest.fixture(autouse=True)
+def _small_pool(monkeypatch):
+  """Plans draw their stratified half from 200 candidates, not 2,000.
+
+  A plan counts the MAdds of its whole pool when it starts, seconds for
+  2,000 on the tiny space, once per `calibrate`; the tests here check what
+  the plan and the calibration do with a pool (determinism, prefix
+  stability, the cost range, resumes), none of which depends on its size.
+  tests/bin/test_calibrate_latency.py runs a calibration with the real pool.
+  """
+  monkeypatch.setattr(calibration, 'POOL', 200)
+
+
 def _config(tmp_path, **overrides):
   values = dict(search_space='tiny', output_dir=str(tmp_path / 'cal'),
                 num_samples=12, image_size=28, input_channels=1,

@@ -3,6 +3,7 @@
 import hashlib
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -230,8 +231,10 @@ def test_targets_without_a_source_are_refused(tmp_path):
 
 
 def test_a_search_dir_is_not_retargeted_into(source, tmp_path):
+  # Another finished search's dir: a copy of the source's (the source's
+  # own dir is refused before, as the source).
   other = str(tmp_path / 'search')
-  runner.run_search(tiny.tiny_config(other, max_steps=2), tiny.tiny_spec())
+  shutil.copytree(source.model_dir, other)
   config = retarget.make_config(source, other, [LOW])
   with pytest.raises(config_lib.ConfigError, match='holds a search'):
     retarget.run_retarget(config, source, [LOW])

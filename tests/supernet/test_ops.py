@@ -221,19 +221,21 @@ def _random_masks(spec, rng):
   return masks
 
 
-def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED,
-                        uses=None):
-  """[loss, its terms' magnitude], gradients of images and weights, 2 lists.
+def _loss_and_gradients(spec, for_xla, width_form=widths.MASKED, uses=None):
+  """Builds `spec` once with fed masks; returns its session and a function.
 
-  With `uses` (a build without conds), a weight whose gradient is dead is
-  left out of the gradients and listed first; the second list names the
-  weights whose every recorded op scale is 0. Both are empty without `uses`.
+  The function takes one mask per decision and returns [loss, its terms'
+  magnitude], the gradients of images and weights, and 2 lists. With `uses`
+  (a build without conds), a weight whose gradient is dead is left out of
+  the gradients and listed first; the second list names the weights whose
+  every recorded op scale is 0. Both are empty without `uses`.
   """
   graph = tf.Graph()
   with graph.as_default():
     tf.compat.v1.set_random_seed(0)
     images = tf.constant(_images(channels=3))
-    fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
+    fed = [tf.compat.v1.placeholder(tf.float32, [d.num_choices])
+           for d in schema.decisions(spec)]
     if for_xla:
       form = forms.xla()
     elif uses is not None:
@@ -246,25 +248,28 @@ def _loss_and_gradients(spec, masks, for_xla, width_form=widths.MASKED,
     weights = tf.compat.v1.trainable_variables()
     grads = dict(zip(['images'] + [w.op.name for w in weights],
                      tf.gradients(loss, [images] + weights)))
-    with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      unused = []
-      if uses is not None:
-        scales = session.run({n: uses.scales(n) for n in uses.names
-                              if uses.scales(n) is not None})
-        unused = [n for n, v in scales.items() if not any(v)]
-      # One run for the gradients expected live, one each for the others.
-      value, live = session.run(
-          [tf.stack([loss, magnitude]),
-           {n: g for n, g in grads.items() if n not in unused}])
-      dead = []
-      for name in unused:
-        try:
-          live[name] = session.run(grads[name])
-        except tf.errors.InvalidArgumentError as e:
-          assert 'does not have value' in str(e)  # A dead tensor.
-          dead.append(name)
-  return value, live, dead, unused
+    value = tf.stack([loss, magnitude])
+    scales = ({} if uses is None else
+              {n: uses.scales(n) for n in uses.names
+               if uses.scales(n) is not None})
+    session = tf.compat.v1.Session(graph=graph)
+    session.run(tf.compat.v1.global_variables_initializer())
+
+  def run(masks):
+    feed = dict(zip(fed, masks))
+    unused = [n for n, v in session.run(scales, feed).items() if not any(v)]
+    # One run for the gradients expected live, one each for the others.
+    loss_value, live = session.run(
+        [value, {n: g for n, g in grads.items() if n not in unused}], feed)
+    dead = []
+    for name in unused:
+      try:
+        live[name] = session.run(grads[name], feed)
+      except tf.errors.InvalidArgumentError as e:
+        assert 'does not have value' in str(e)  # A dead tensor.
+        dead.append(name)
+    return loss_value, live, dead, unused
+  return session, run
 
 
 def _projected_loss(logits):
@@ -274,27 +279,26 @@ def _projected_loss(logits):
   return tf.reduce_sum(terms), tf.reduce_sum(tf.abs(terms))
 
 
-def _validation_loss(spec, masks, width_form):
-  """[loss, magnitude] of a build no gradient is taken through (no conds)."""
-  with tf.Graph().as_default():
+def _validation_loss(spec, width_form):
+  """A build no gradient is taken through (no conds), once: its session and
+  a function of the masks returning [loss, magnitude]."""
+  graph = tf.Graph()
+  with graph.as_default():
     tf.compat.v1.set_random_seed(0)
-    fed = [tf.compat.v1.placeholder_with_default(m, m.shape) for m in masks]
+    fed = [tf.compat.v1.placeholder(tf.float32, [d.num_choices])
+           for d in schema.decisions(spec)]
     logits = build_network(schema.with_masks(spec, fed),
                            tf.constant(_images(channels=3)), 5,
                            forms.validation(width_form))
     loss = tf.stack(_projected_loss(logits))
-    with tf.compat.v1.Session() as session:
-      session.run(tf.compat.v1.global_variables_initializer())
-      return session.run(loss)
+    session = tf.compat.v1.Session(graph=graph)
+    session.run(tf.compat.v1.global_variables_initializer())
+  return session, lambda masks: session.run(loss, dict(zip(fed, masks)))
 
 
-# The first 3 draws already hold an op decision with no choice on, one with
-# one and one with both (_random_masks' draws from seed 0), and leave weights
-# unused; `make test` runs those, `make test-all` all 6 (docs/testing.md).
-@pytest.mark.parametrize('draws', [3, pytest.param(6, marks=pytest.mark.slow)])
 @pytest.mark.parametrize('width_form', [widths.MASKED, widths.SAMPLED])
 @pytest.mark.float_paths
-def test_routed_switch_matches_functional_conds(width_form, draws):
+def test_routed_switch_matches_functional_conds(width_form):
   # The v1 switch routes x and sums the active outputs with Switch/Merge
   # (one cond per choice); the functional If form nests conds. Same loss
   # and same gradients, zeros for every weight of an inactive choice (the
@@ -303,28 +307,30 @@ def test_routed_switch_matches_functional_conds(width_form, draws):
   # Without conds (the deferred update's build), the same loss and live
   # gradients, and a dead gradient for exactly the weights whose every use
   # has op scale 0; and the same loss in a build for no gradients.
+  # Each form is built once, and run on every draw's masks.
   spec = _tiny_spec()
+  sessions, (v1, v2, no_conds, validation) = zip(
+      _loss_and_gradients(spec, False, width_form),
+      _loss_and_gradients(spec, True, width_form),
+      _loss_and_gradients(spec, False, width_form, WeightUses()),
+      _validation_loss(spec, width_form))
   rng = np.random.default_rng(0)
   seen_dead = 0
   seen_on = set()  # How many choices of an op decision were on.
-  for _ in range(draws):
+  for _ in range(6):
     masks = _random_masks(spec, rng)
     seen_on.update(int(np.count_nonzero(m)) for m, d in
                    zip(masks, schema.decisions(spec)) if d.tag == schema.OP)
-    loss_v1, grads_v1, _, _ = _loss_and_gradients(spec, masks, False,
-                                                  width_form)
-    loss_v2, grads_v2, _, _ = _loss_and_gradients(spec, masks, True,
-                                                  width_form)
-    loss_dead, grads_dead, dead, unused = _loss_and_gradients(
-        spec, masks, False, width_form, WeightUses())
+    loss_v1, grads_v1, _, _ = v1(masks)
+    loss_v2, grads_v2, _, _ = v2(masks)
+    loss_dead, grads_dead, dead, unused = no_conds(masks)
     # Each loss sums 20 terms `logits * projection` that can cancel, and
     # the builds differ in their last bits (the sampled form convolves
     # other channel counts than the functional one): 1e-4 of the terms'
     # magnitudes, the logits' tolerance of test_sampled_widths.py carried
     # through the sum (docs/testing.md, "Float tolerances").
     atol = 1e-4 * loss_v2[1]
-    for other in (loss_v1, loss_dead,
-                  _validation_loss(spec, masks, width_form)):
+    for other in (loss_v1, loss_dead, validation(masks)):
       np.testing.assert_allclose(other[0], loss_v2[0], rtol=0, atol=atol)
     assert sorted(grads_v1) == sorted(grads_v2)
     assert sorted(list(grads_dead) + dead) == sorted(grads_v2)
@@ -338,6 +344,8 @@ def test_routed_switch_matches_functional_conds(width_form, draws):
                                    atol=1e-5, err_msg=f'{name} {masks}')
   assert seen_dead  # The masks left some weights unused.
   assert seen_on == {0, 1, 2}  # None, one and several choices on.
+  for session in sessions:
+    session.close()
 
 
 def _ops_run(fetch):

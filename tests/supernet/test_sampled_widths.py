@@ -14,11 +14,16 @@ import pytest
 import tensorflow as tf
 
 import search_spaces
+from search_spaces import mobilenet_v3_like as v3
+from search_spaces import proxylessnas
 from tests import floats
 from tunas_search.space import architecture
 from tunas_search.space import schema
 from tunas_search.space import specs
 from tunas_search.space.schema import OneOf
+from tunas_search.space.specs import (Activation, Block, Conv, ConvTower,
+                                      DetectionEndpoint, GlobalAveragePool,
+                                      SeparableConv)
 from tunas_search.supernet import MaskedWeightDecay
 from tunas_search.supernet import build_network
 from tunas_search.supernet import forms
@@ -127,13 +132,56 @@ def _build(spec) -> TwoForms:
   return TwoForms(session, decisions, masks, fetches, projection)
 
 
+def every_width_construct() -> ConvTower:
+  """The width constructs of both searched spaces, on few, narrow layers.
+
+  mobilenet_v3_like_search's stem (a kernel choice, a skippable separable
+  conv), its searched bottleneck (kernel, expansion and squeeze-excite
+  choices) at strides 2 and 1, skippable, and its head (a pooled 1x1 conv
+  with a bias); proxylessnas_search's separable-conv op choice, a
+  one-choice width and its collapsed bottleneck op, skippable; every other
+  block width searched. It stands for both spaces in `make test`; the
+  spaces themselves run in `make test-all` (docs/testing.md).
+  """
+  return ConvTower((
+      # Stem
+      Block((Conv(v3.op(3, 5), strides=2), Activation('swish6'),
+             v3.optional(SeparableConv(v3.op(3, 5, 7), 1, 'relu')),
+             DetectionEndpoint()), v3.widths(8, 16)),
+      Block((OneOf([SeparableConv(k, activation='relu') for k in (3, 5)],
+                   schema.OP),), v3.widths(16)),
+      # Body
+      Block((v3.searched_bneck(2, 'swish6'),
+             v3.optional(v3.searched_bneck(1, 'swish6')),
+             DetectionEndpoint()), v3.widths(16, 24)),
+      Block((proxylessnas.bneck(strides=2), proxylessnas.skippable_bneck()),
+            v3.widths(16, 32)),
+      # Head
+      Block((Conv(1), Activation('swish6'), GlobalAveragePool()),
+            v3.widths(32, 64)),
+      Block((Conv(1, use_batch_norm=False), Activation('swish6')),
+            v3.widths(48, 96)),
+  ))
+
+
+# The fast case and the two searched spaces (`make test-all`).
+SMALL = 'every_width_construct'
+SPACES = [SMALL] + [pytest.param(name, marks=pytest.mark.slow) for name in
+                    ('proxylessnas_search', 'mobilenet_v3_like_search')]
+
+
+def _spec(name: str):
+  return (every_width_construct() if name == SMALL else
+          search_spaces.get(name).spec())
+
+
 @pytest.fixture(scope='module')
 def nets():
   cache = {}
 
   def get(name):
     if name not in cache:
-      cache[name] = _build(search_spaces.get(name).spec())
+      cache[name] = _build(_spec(name))
     return cache[name]
   yield get
   for net in cache.values():
@@ -222,18 +270,19 @@ def _assert_same(out, projection, context) -> bool:
   return True
 
 
-@pytest.mark.parametrize('name', ['proxylessnas_search',
-                                  'mobilenet_v3_like_search'])
+@pytest.mark.parametrize('name', SPACES)
 @pytest.mark.float_paths
 def test_same_loss_and_gradients_as_masked(nets, name):
   net = nets(name)
-  spec = search_spaces.get(name).spec()
+  spec = _spec(name)
   rng = np.random.default_rng(5)
-  # Three architectures whose gradients are compared; one whose gradients a
-  # ReLU kink splits (`_kink`) counts its forward values only, and the next
-  # draw replaces it.
+  # Architectures whose gradients are compared: a step of the small space
+  # costs a tenth of a second against its build's seconds, so it compares
+  # more. One whose gradients a ReLU kink splits (`_kink`) counts its
+  # forward values only, and the next draw replaces it.
+  wanted = 8 if name == SMALL else 3
   compared = 0
-  for trial in range(6):
+  for trial in range(2 * wanted):
     indices = architecture.random_indices(spec, rng)
     masks = [np.eye(d.num_choices, dtype=np.float32)[i]
              for d, i in zip(net.decisions, indices)]
@@ -241,15 +290,18 @@ def test_same_loss_and_gradients_as_masked(nets, name):
     assert np.abs(out['sampled']['logits']).max() > 1e-3
     compared += _assert_same(out, net.projection, f'{name} trial {trial}: '
                              f'{architecture.format_indices(indices)}')
-    if compared == 3:
+    if compared == wanted:
       break
-  assert compared == 3, f'{name}: gradients compared on {compared} of 6'
+  assert compared == wanted, (
+      f'{name}: gradients compared on {compared} of {2 * wanted}')
 
 
+@pytest.mark.parametrize('name', [SMALL, pytest.param(
+    'mobilenet_v3_like_search', marks=pytest.mark.slow)])
 @pytest.mark.float_paths
-def test_same_under_op_warm_up(nets):
+def test_same_under_op_warm_up(nets, name):
   """Op warm-up (every op on, averaged) with the widest filters."""
-  net = nets('mobilenet_v3_like_search')
+  net = nets(name)
   masks = [np.full(d.num_choices, 1 / d.num_choices, np.float32)
            if d.tag == schema.OP else
            np.eye(d.num_choices, dtype=np.float32)[
