@@ -228,8 +228,8 @@ def test_model_dir_of_a_train_eval_run_is_refused(tmp_path):
 
 
 def test_model_dir_of_another_space_is_refused(tmp_path):
-  # Both runs in one process (one_process.py); `test_bad_input_in_a_real_process`
-  # refuses a model dir in a whole process.
+  # Both runs in one process (one_process.py); a whole process refuses a
+  # model dir in test_bad_input_in_a_real_process.
   rejected, other = tmp_path / 'rejected', tmp_path / 'other'
   rejected.mkdir()
   other.mkdir()

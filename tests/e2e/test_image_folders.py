@@ -132,9 +132,9 @@ def test_module_function_space_on_a_folder_in_every_tool(shapes, tmp_path):
 
 
 # Two processes more than the test above, which covers it with
-# tests/e2e/test_after_search.py's test_cli_takes_the_final_architecture_of_a_search
-# (train_eval takes the dataset and resolution from --search_model_dir's
-# search).
+# tests/e2e/test_after_search.py's
+# test_cli_takes_the_final_architecture_of_a_search (train_eval takes the
+# dataset and resolution from --search_model_dir's search).
 @pytest.mark.slow
 def test_folder_search_and_train_eval(shapes, tmp_path):
   search_dir = tmp_path / 'search'
