@@ -14,3 +14,9 @@ if _ROOT not in sys.path:
 # minutes less with these; XLA reads them once, before its first compile.
 from tunas_search.runtime import xla  # pylint: disable=g-import-not-at-top,wrong-import-position
 xla.use_cpu_compile_options()
+# Tests check what a compiled step computes, not how fast its machine code
+# runs: LLVM's optimisation level 0 skips most of LLVM's time in a compile
+# (issue 56). XLA's own passes, which decide what the program computes, run
+# at every level.
+if '--xla_backend_optimization_level' not in os.environ['XLA_FLAGS']:
+  os.environ['XLA_FLAGS'] += ' --xla_backend_optimization_level=0'

@@ -23,12 +23,13 @@ HANG_GUARD_S = 600
 _RUN_MANY = """
 import importlib, json, os, sys, tempfile
 from bin import cli
-tool = importlib.import_module('bin.' + sys.argv[1])
+name, command_lines = sys.argv[1], json.loads(sys.argv[2])
+tool = importlib.import_module('bin.' + name)
 tool.define_flags()
 out = []
-for argv in json.loads(sys.argv[2]):
+for argv in command_lines:
   tool.FLAGS.unparse_flags()
-  sys.argv = [sys.argv[1] + '.py'] + argv
+  sys.argv = [name + '.py'] + argv
   with tempfile.TemporaryFile('w+') as err:
     sys.stderr.flush()
     saved = os.dup(2)

@@ -228,19 +228,26 @@ def test_model_dir_of_a_train_eval_run_is_refused(tmp_path):
 
 
 def test_model_dir_of_another_space_is_refused(tmp_path):
-  first = _run(f'--model_dir={tmp_path}', '--flagfile=configs/smoke_cpu.cfg',
-               '--max_steps=0')  # Rejected (max_steps must be positive).
-  assert first.returncode == 2
-  from tunas_search.config import SearchConfig  # pylint: disable=g-import-not-at-top
+  # Both runs in one process (one_process.py); a whole process refuses a
+  # model dir in test_bad_input_in_a_real_process.
+  rejected, other = tmp_path / 'rejected', tmp_path / 'other'
+  rejected.mkdir()
+  other.mkdir()
   config = SearchConfig(
-      search_space='mobilenet_v3_like_search', model_dir=str(tmp_path),
+      search_space='mobilenet_v3_like_search', model_dir=str(other),
       num_classes=10, num_train_examples=10000, rl_cost_model_target=57.0)
-  (tmp_path / 'config.json').write_text(config.to_json())
-  result = _run(f'--model_dir={tmp_path}', '--flagfile=configs/smoke_cpu.cfg')
-  assert result.returncode == 2
-  assert ("holds a search of 'mobilenet_v3_like_search', not "
-          "'proxylessnas_search'") in result.stderr
-  assert sorted(os.listdir(tmp_path)) == ['config.json']
+  (other / 'config.json').write_text(config.to_json())
+  (first, _), (code, stderr) = one_process.run_many('search', [
+      [f'--model_dir={rejected}', '--flagfile=configs/smoke_cpu.cfg',
+       '--max_steps=0'],  # Rejected (max_steps must be positive).
+      [f'--model_dir={other}', '--flagfile=configs/smoke_cpu.cfg']])
+  assert first == 2
+  assert os.listdir(rejected) == []
+  assert code == 2
+  assert stderr.startswith(
+      f"search.py: error: model dir {other} holds a search of "
+      "'mobilenet_v3_like_search', not 'proxylessnas_search'"), stderr
+  assert os.listdir(other) == ['config.json']
 
 
 # Runs bin/search.py in-process and SIGKILLs itself right after the

@@ -91,6 +91,51 @@ def test_bad_folders_are_one_line_data_errors(tmp_path, damage, message):
   assert message.format(root=root) in str(raised.value)
 
 
+def test_module_function_space_on_a_folder_in_every_tool(shapes, tmp_path):
+  # The fast variant of test_folder_search_and_train_eval below and of
+  # tests/e2e/test_user_spaces.py's test_module_function_in_every_tool: the
+  # tutorial's MODULE:FUNCTION space in every tool, its search and
+  # train_eval on the folder, one process per tool.
+  info = json.loads(ok(run_tool('describe_arch', f'--search_space='
+                                f'{TUTORIAL_SPACE}', '--format=json',
+                                '--image_size=32', '--num_classes=10')))
+  assert info['search_space'] == TUTORIAL_SPACE
+  assert 'cost/pixel1_latency' not in info
+  samples = json.loads(ok(run_tool(
+      'sample_random', f'--search_space={TUTORIAL_SPACE}', '--num_samples=2',
+      '--seed=0', '--image_size=28', '--max_cost=2e6', '--format=json')))
+  assert len(samples) == 2 and all(s['cost'] <= 2e6 for s in samples)
+  search_dir = tmp_path / 'search'
+  out = ok(run_tool('search', f'--search_space={TUTORIAL_SPACE}',
+                    f'--dataset=folder:{shapes}', f'--model_dir={search_dir}',
+                    '--train_batch_size=16', '--max_steps=6',
+                    '--tpu_iterations_per_loop=3',
+                    '--rl_cost_model_target=1.5e6', '--seed=1'))
+  assert 'Search at step 6' in out
+  assert 'madds=' in out and 'pixel1' not in out
+  with open(search_dir / 'config.json') as f:
+    config = json.load(f)
+  assert config['class_names'] == CLASSES
+  assert (config['num_classes'], config['input_channels'],
+          config['image_size']) == (3, 3, 32)
+  analysis = json.loads(ok(run_tool('analyze_search',
+                                    f'--model_dir={search_dir}',
+                                    '--format=json')))
+  assert analysis['search_space'] == TUTORIAL_SPACE
+  result = json.loads(ok(run_tool(
+      'train_eval', f'--search_space={TUTORIAL_SPACE}',
+      f'--indices={samples[0]["architecture"]}', f'--dataset=folder:{shapes}',
+      f'--model_dir={tmp_path / "final"}', '--train_batch_size=16',
+      '--eval_batch_size=20', '--max_steps=6', '--format=json')))
+  assert result['architecture'] == samples[0]['architecture']
+  assert result['split'] == 'test' and result['num_examples'] == 60
+
+
+# Two processes more than the test above, which covers it with
+# tests/e2e/test_after_search.py's
+# test_cli_takes_the_final_architecture_of_a_search (train_eval takes the
+# dataset and resolution from --search_model_dir's search).
+@pytest.mark.slow
 def test_folder_search_and_train_eval(shapes, tmp_path):
   search_dir = tmp_path / 'search'
   out = ok(run_tool('search', f'--search_space={TUTORIAL_SPACE}',

@@ -21,11 +21,7 @@ import tiny
 STEPS = 4
 
 
-def _count_slices(config, form: str) -> int:
-  config = tiny.with_overrides(config, supernet_widths=form)
-  with tf.Graph().as_default() as graph:
-    inputs = [tf.constant(x) for x in test_xla._search_inputs(config, 1)]  # pylint: disable=protected-access
-    test_xla._search_computation(config, tiny.tiny_spec())(*inputs)  # pylint: disable=protected-access
+def _count_slices(graph: tf.Graph) -> int:
   # `widths.narrow`'s slices, the only ones whose shape is not static.
   return sum(op.type == 'StridedSlice'
              and not op.outputs[0].shape.is_fully_defined()
@@ -40,16 +36,16 @@ def test_sampled_and_masked_search_steps_agree(tmp_path):
   runs = {}
   start = None
   for form in ('masked', 'sampled'):
-    (outputs, initial, final), types = test_xla._search_steps(  # pylint: disable=protected-access
+    (outputs, initial, final), graph = test_xla._search_steps(  # pylint: disable=protected-access
         tiny.with_overrides(config, supernet_widths=form), spec, 1,
         use_xla=False, steps=STEPS, initial=start)
     start = start or initial
-    runs[form] = outputs, final, types
-  masked, masked_end, _ = runs['masked']
-  sampled, sampled_end, _ = runs['sampled']
+    runs[form] = outputs, final, graph
+  masked, masked_end, masked_graph = runs['masked']
+  sampled, sampled_end, sampled_graph = runs['sampled']
   # The model_fn builds the form the config names: the sampled form reads
   # every searched-width variable through a slice.
-  assert _count_slices(config, 'sampled') > _count_slices(config, 'masked') + 20
+  assert _count_slices(sampled_graph) > _count_slices(masked_graph) + 20
   assert len({tuple(s[2]) for s in sampled}) > 1  # The samples do vary.
   for s, m in zip(sampled, masked):
     np.testing.assert_array_equal(s[2], m[2])  # Same architectures.

@@ -6,7 +6,8 @@ into the venv) that the tools find on PYTHONPATH: entry points are read from
 any installed distribution on the path. The tutorial's module
 (examples/my_spaces.py, docs/custom_search_space.md) is the MODULE:FUNCTION
 space: described, sampled, searched, analysed and trained here, so the
-tutorial cannot rot.
+tutorial cannot rot (in `make test` on an image folder, by
+tests/e2e/test_image_folders.py).
 """
 
 import json
@@ -103,6 +104,10 @@ def test_plugin_is_listed_and_searches(plugin_path, tmp_path):
                                                             'madds')
 
 
+# Its fast variant is tests/e2e/test_image_folders.py's
+# test_module_function_space_on_a_folder_in_every_tool: the same tools and
+# assertions on the tutorial space, searched and trained on a folder.
+@pytest.mark.slow
 def test_module_function_in_every_tool(tmp_path):
   info = json.loads(ok(run_tool('describe_arch', f'--search_space='
                                 f'{TUTORIAL_SPACE}', '--format=json',

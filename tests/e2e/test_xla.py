@@ -117,7 +117,11 @@ def _run(graph: tf.Graph, outputs, steps: int,
 
 def _search_steps(config, spec, channels: int, use_xla: bool, steps: int,
                   initial=None):
-  """Builds the search step (plain, or compiled with XLA) and runs it."""
+  """Builds the search step (plain, or compiled with XLA) and runs it.
+
+  Returns:
+    `_run`'s results and the graph built.
+  """
   graph = tf.Graph()
   with graph.as_default():
     tf1.set_random_seed(0)
@@ -127,8 +131,7 @@ def _search_steps(config, spec, channels: int, use_xla: bool, steps: int,
       outputs = xla.compile(computation, inputs)
     else:
       outputs = computation(*inputs)
-    types = {op.type for op in graph.get_operations()}
-  return _run(graph, outputs, steps, initial), types
+  return _run(graph, outputs, steps, initial), graph
 
 
 def _check_close(xla_results, plain_results):
@@ -145,10 +148,12 @@ def test_search_step_under_xla_matches_the_plain_graph(tmp_path):
                           increase_filters_warmup_steps_fraction=0.0,
                           rl_delay_steps_fraction=0.0)
   spec = tiny.tiny_spec()
-  (plain, start, plain_end), plain_types = _search_steps(
+  (plain, start, plain_end), plain_graph = _search_steps(
       config, spec, 1, False, STEPS)
-  (compiled, _, xla_end), xla_types = _search_steps(
+  (compiled, _, xla_end), xla_graph = _search_steps(
       config, spec, 1, True, STEPS, initial=start)
+  plain_types, xla_types = ({op.type for op in g.get_operations()}
+                            for g in (plain_graph, xla_graph))
   # The seam worked: the CPU graph has v1 conds, the XLA one functional Ifs.
   assert 'Switch' in plain_types and 'Switch' not in xla_types
   assert len({tuple(p[2]) for p in plain}) > 1  # The samples do vary.

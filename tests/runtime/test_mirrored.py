@@ -1,7 +1,8 @@
 """estimators.mirrored_strategy: devices average shared-weight gradients.
 
 Run in a fresh process: the logical CPU devices must exist before
-TensorFlow starts.
+TensorFlow starts. The same process then trains on one device, without a
+strategy, for the weights to compare with.
 """
 
 import os
@@ -38,30 +39,29 @@ def model_fn(features, labels, mode, params):
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode, loss=loss, train_op=step.assign_add(1))
 
-model_dir, replicas = sys.argv[1], int(sys.argv[2])
-mirrored = estimators.mirrored_strategy(replicas) if replicas > 1 else None
-config = estimators.make_run_config(model_dir, False, 1, 1, 1, 1,
-                                    mirrored=mirrored)
-tf1.estimator.tpu.TPUEstimator(
-    model_fn=model_fn, config=config, use_tpu=False,
-    train_batch_size=2 * replicas).train(
-        estimators.per_replica_input_fn(input_fn, replicas), max_steps=1)
-reader = tf.train.load_checkpoint(model_dir)
-print(repr(reader.get_tensor('w').tolist()))
+def weights_after_one_step(model_dir, replicas):
+  # The devices first: configuring them fails once TensorFlow has run.
+  mirrored = estimators.mirrored_strategy(replicas) if replicas > 1 else None
+  config = estimators.make_run_config(model_dir, False, 1, 1, 1, 1,
+                                      mirrored=mirrored)
+  tf1.estimator.tpu.TPUEstimator(
+      model_fn=model_fn, config=config, use_tpu=False,
+      train_batch_size=2 * replicas).train(
+          estimators.per_replica_input_fn(input_fn, replicas), max_steps=1)
+  reader = tf.train.load_checkpoint(model_dir)
+  return repr(reader.get_tensor('w').tolist())
+
+print(weights_after_one_step(sys.argv[1] + '/2', 2))
+print(weights_after_one_step(sys.argv[1] + '/1', 1))
 '''
 
 
-def _weights_after_one_step(tmp_path, replicas):
-  done = subprocess.run(
-      [sys.executable, '-c', _SCRIPT, str(tmp_path / str(replicas)),
-       str(replicas)], capture_output=True, text=True, check=False,
-      cwd=_ROOT, env=dict(os.environ, PYTHONPATH=_ROOT))
-  assert done.returncode == 0, done.stderr[-3000:]
-  return done.stdout.strip().splitlines()[-1]
-
-
 def test_two_devices_average_the_gradients(tmp_path):
-  one = _weights_after_one_step(tmp_path, 1)
-  two = _weights_after_one_step(tmp_path, 2)
+  done = subprocess.run(
+      [sys.executable, '-c', _SCRIPT, str(tmp_path)], capture_output=True,
+      text=True, check=False, cwd=_ROOT, env=dict(os.environ,
+                                                  PYTHONPATH=_ROOT))
+  assert done.returncode == 0, done.stderr[-3000:]
+  two, one = done.stdout.strip().splitlines()[-2:]
   assert one == two
   assert one != repr([[1.0, 1.0]] * 3)  # The step moved the weights.
