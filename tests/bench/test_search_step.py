@@ -5,8 +5,6 @@ a test; these tests check only which sides a run builds and the arithmetic
 of the ratios it prints.
 """
 
-import os
-import subprocess
 import sys
 
 import pytest
@@ -64,16 +62,28 @@ def test_a_ratio_missing_a_part_is_left_out(search_step):
   assert ratios == {'search_vs_sampled_parts_ratio': 1.2}
 
 
-def test_an_unusable_trace_dir_is_refused_before_building(tmp_path):
+def _refusal(search_step, monkeypatch, capsys, flags):
+  """main() in this process (the fixture's TensorFlow import serves every
+  case): its exit code and the last line of its stderr.
+
+  The refusals come from argparse before anything is built, so a process
+  per case would only pay a TensorFlow start-up each.
+  """
+  monkeypatch.setattr(sys, 'argv', ['search_step.py', *flags])
+  with pytest.raises(SystemExit) as exit_:
+    search_step.main()
+  return exit_.value.code, capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_an_unusable_trace_dir_is_refused_before_building(
+    search_step, monkeypatch, capsys, tmp_path):
   # A file where the folder should go: refused in one line, exit 2, before
   # minutes of building and timing.
   (tmp_path / 'file').write_text('')
-  result = subprocess.run(
-      [sys.executable, os.path.join(files.ROOT, 'bench', 'search_step.py'),
-       f'--trace_dir={tmp_path / "file" / "traces"}'],
-      capture_output=True, text=True, check=False, timeout=120)
-  assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1].startswith(
+  code, last = _refusal(search_step, monkeypatch, capsys,
+                        [f'--trace_dir={tmp_path / "file" / "traces"}'])
+  assert code == 2
+  assert last.startswith(
       f"search_step.py: error: --trace_dir '{tmp_path / 'file' / 'traces'}': ")
 
 
@@ -81,10 +91,8 @@ def test_an_unusable_trace_dir_is_refused_before_building(tmp_path):
     (['--controller_placement=gpu'], "unknown controller_placement 'gpu'; "
      'valid choices: auto, host, default'),
 ])
-def test_bad_placement_flags_are_refused_in_one_line(flags, message):
-  result = subprocess.run(
-      [sys.executable, os.path.join(files.ROOT, 'bench', 'search_step.py'),
-       *flags], capture_output=True, text=True, check=False, timeout=120)
-  assert result.returncode == 2
-  assert result.stderr.strip().splitlines()[-1] == (
-      f'search_step.py: error: {message}')
+def test_bad_placement_flags_are_refused_in_one_line(
+    search_step, monkeypatch, capsys, flags, message):
+  code, last = _refusal(search_step, monkeypatch, capsys, flags)
+  assert code == 2
+  assert last == f'search_step.py: error: {message}'

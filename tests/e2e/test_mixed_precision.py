@@ -60,6 +60,21 @@ def _step(config, environment):
   return graph, spec
 
 
+@pytest.fixture(scope='module')
+def step(tmp_path_factory):
+  """(config, graph, spec) of `_step`, built once per dtype and environment
+  for the whole module: both tests read the bfloat16 step's graph."""
+  built = {}
+
+  def get(use_bfloat16: bool, environment: str):
+    key = (use_bfloat16, environment)
+    if key not in built:
+      config = _config(tmp_path_factory.mktemp(environment), use_bfloat16)
+      built[key] = (config, *_step(config, ENVIRONMENTS[environment]))
+    return built[key]
+  return get
+
+
 def _initial_values(graph) -> Dict[str, np.ndarray]:
   """Every variable's initial value by name, the classifier's scaled up.
 
@@ -92,14 +107,13 @@ def _first_loss(graph, spec, initial: Dict[str, np.ndarray]) -> float:
 
 
 @pytest.mark.parametrize('environment', ENVIRONMENTS)
-def test_bfloat16_losses_are_close_to_float32s(tmp_path, environment):
+def test_bfloat16_losses_are_close_to_float32s(step, environment):
   # The same weights, inputs and architecture (the controller's draw does
   # not depend on the network): only the compute dtype differs.
-  env = ENVIRONMENTS[environment]
-  graph, spec = _step(_config(tmp_path, False), env)
+  _, graph, spec = step(False, environment)
   initial = _initial_values(graph)
   single = _first_loss(graph, spec, initial)
-  graph, spec = _step(_config(tmp_path, True), env)
+  _, graph, spec = step(True, environment)
   half = _first_loss(graph, spec, initial)
   assert any(op.type == 'Conv2D' and op.outputs[0].dtype == tf.bfloat16
              for op in graph.get_operations())
@@ -136,10 +150,9 @@ _WRITES = ('AssignVariableOp', 'AssignSubVariableOp', 'AssignAddVariableOp')
 
 
 @pytest.mark.parametrize('environment', ENVIRONMENTS)
-def test_the_controller_cost_model_and_reward_stay_float32(tmp_path,
+def test_the_controller_cost_model_and_reward_stay_float32(step,
                                                            environment):
-  config = _config(tmp_path, True)
-  graph, _ = _step(config, ENVIRONMENTS[environment])
+  config, graph, _ = step(True, environment)
   ops = _controller_ops(graph, config)
   # The walk went from the controller's Adam (Sqrt) through the reward
   # (`abs`), the cost model (MAdds: MatMul, Einsum) and the sampling

@@ -41,6 +41,21 @@ def _step(tmp_path, placement: str, has_gpu: bool = False):
   return graph, spec
 
 
+@pytest.fixture(scope='module')
+def step(tmp_path_factory):
+  """`_step` built once per (placement, has_gpu) for the whole module: the
+  placement tests read the graph, and the one that runs a pinned and an
+  unpinned step reuses theirs rather than building each again."""
+  built = {}
+
+  def get(placement: str, has_gpu: bool = False):
+    if (placement, has_gpu) not in built:
+      built[placement, has_gpu] = _step(
+          tmp_path_factory.mktemp(placement), placement, has_gpu)
+    return built[placement, has_gpu]
+  return get
+
+
 def _device(graph, op):
   """The op's requested device, or that of the op it is colocated with (a
   variable's initializer is)."""
@@ -69,28 +84,28 @@ def _check_host_placement(graph, spec):
   assert network and set(network.values()) == {''}
 
 
-def test_host_placement_pins_the_controller_not_the_network(tmp_path):
-  _check_host_placement(*_step(tmp_path, 'host'))
+def test_host_placement_pins_the_controller_not_the_network(step):
+  _check_host_placement(*step('host'))
 
 
-def test_auto_pins_to_the_host_when_the_plan_has_a_gpu(tmp_path):
+def test_auto_pins_to_the_host_when_the_plan_has_a_gpu(step):
   # The plan says where a GPU is (the runner probes it); the step never
   # looks at devices itself.
-  _check_host_placement(*_step(tmp_path, 'auto', has_gpu=True))
+  _check_host_placement(*step('auto', has_gpu=True))
 
 
 @pytest.mark.parametrize('placement, has_gpu', [
     ('auto', False), ('default', False), ('default', True)])
-def test_without_a_gpu_or_with_default_nothing_is_pinned(tmp_path, placement,
+def test_without_a_gpu_or_with_default_nothing_is_pinned(step, placement,
                                                         has_gpu):
-  graph, _ = _step(tmp_path, placement, has_gpu)
+  graph, _ = step(placement, has_gpu)
   assert set(_devices(graph).values()) == {''}
 
 
-def test_pinned_and_unpinned_steps_compute_the_same(tmp_path):
+def test_pinned_and_unpinned_steps_compute_the_same(step):
   results = []
   for placement in ('host', 'default'):
-    graph, spec = _step(tmp_path / placement, placement)
+    graph, spec = step(placement)
     _, packed = spec.host_call[1]
     with tf1.Session(graph=graph) as session:
       session.run(tf1.global_variables_initializer())
