@@ -34,14 +34,11 @@ MUTATION_JOBS ?= 1
 
 venv: $(STAMP)
 
-# --no-compile: Python writes the bytecode of the modules a process imports
-# when it first imports them, not of every file of every package at install
-# (a fresh venv and its first import: 43 s against 61 s, docs/benchmarks.md).
 $(STAMP): setup.py requirements/cpu.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "tunas_search needs Python 3.11 (TensorFlow 2.15); set PYTHON=/path/to/python3.11"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade 'pip>=23'
-	$(PY) -m pip install --quiet --no-compile -c requirements/cpu.txt -e '.[cpu,plot,test]'
+	$(PY) -m pip install --quiet -c requirements/cpu.txt -e '.[cpu,plot,test]'
 	touch $(STAMP)
 
 # setup.py supports Python 3.9-3.11 (TensorFlow 2.15's range); only 3.11 is
