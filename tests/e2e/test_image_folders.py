@@ -19,6 +19,8 @@ from bin import cli
 from bin import train_eval as train_eval_cli
 from examples import make_image_folder
 from tests.e2e.test_user_spaces import TUTORIAL_SPACE
+from tests.e2e.test_user_spaces import analyze_tutorial_search
+from tests.e2e.test_user_spaces import describe_and_sample_tutorial_space
 from tests.e2e.test_user_spaces import ok
 from tests.e2e.test_user_spaces import run_tool
 from tests.bin.test_quiet_errors import assert_one_line_error
@@ -91,37 +93,35 @@ def test_bad_folders_are_one_line_data_errors(tmp_path, damage, message):
   assert message.format(root=root) in str(raised.value)
 
 
-def test_module_function_space_on_a_folder_in_every_tool(shapes, tmp_path):
-  # The fast variant of test_folder_search_and_train_eval below and of
-  # tests/e2e/test_user_spaces.py's test_module_function_in_every_tool: the
-  # tutorial's MODULE:FUNCTION space in every tool, its search and
-  # train_eval on the folder, one process per tool.
-  info = json.loads(ok(run_tool('describe_arch', f'--search_space='
-                                f'{TUTORIAL_SPACE}', '--format=json',
-                                '--image_size=32', '--num_classes=10')))
-  assert info['search_space'] == TUTORIAL_SPACE
-  assert 'cost/pixel1_latency' not in info
-  samples = json.loads(ok(run_tool(
-      'sample_random', f'--search_space={TUTORIAL_SPACE}', '--num_samples=2',
-      '--seed=0', '--image_size=28', '--max_cost=2e6', '--format=json')))
-  assert len(samples) == 2 and all(s['cost'] <= 2e6 for s in samples)
-  search_dir = tmp_path / 'search'
+def _search_folder(shapes, search_dir):
+  """A 6-step search of the tutorial space on the folder; its output.
+
+  Its config.json takes the classes, channels and resolution of the folder.
+  """
   out = ok(run_tool('search', f'--search_space={TUTORIAL_SPACE}',
                     f'--dataset=folder:{shapes}', f'--model_dir={search_dir}',
                     '--train_batch_size=16', '--max_steps=6',
                     '--tpu_iterations_per_loop=3',
                     '--rl_cost_model_target=1.5e6', '--seed=1'))
   assert 'Search at step 6' in out
-  assert 'madds=' in out and 'pixel1' not in out
   with open(search_dir / 'config.json') as f:
     config = json.load(f)
   assert config['class_names'] == CLASSES
   assert (config['num_classes'], config['input_channels'],
           config['image_size']) == (3, 3, 32)
-  analysis = json.loads(ok(run_tool('analyze_search',
-                                    f'--model_dir={search_dir}',
-                                    '--format=json')))
-  assert analysis['search_space'] == TUTORIAL_SPACE
+  return out
+
+
+def test_module_function_space_on_a_folder_in_every_tool(shapes, tmp_path):
+  # The fast variant of test_folder_search_and_train_eval below and of
+  # tests/e2e/test_user_spaces.py's test_module_function_in_every_tool: the
+  # tutorial's MODULE:FUNCTION space in every tool, its search and
+  # train_eval on the folder, one process per tool.
+  samples = describe_and_sample_tutorial_space()
+  search_dir = tmp_path / 'search'
+  out = _search_folder(shapes, search_dir)
+  assert 'madds=' in out and 'pixel1' not in out
+  analyze_tutorial_search(search_dir)
   result = json.loads(ok(run_tool(
       'train_eval', f'--search_space={TUTORIAL_SPACE}',
       f'--indices={samples[0]["architecture"]}', f'--dataset=folder:{shapes}',
@@ -138,17 +138,7 @@ def test_module_function_space_on_a_folder_in_every_tool(shapes, tmp_path):
 @pytest.mark.slow
 def test_folder_search_and_train_eval(shapes, tmp_path):
   search_dir = tmp_path / 'search'
-  out = ok(run_tool('search', f'--search_space={TUTORIAL_SPACE}',
-                    f'--dataset=folder:{shapes}', f'--model_dir={search_dir}',
-                    '--train_batch_size=16', '--max_steps=6',
-                    '--tpu_iterations_per_loop=3',
-                    '--rl_cost_model_target=1.5e6', '--seed=1'))
-  assert 'Search at step 6' in out
-  with open(search_dir / 'config.json') as f:
-    config = json.load(f)
-  assert config['class_names'] == CLASSES
-  assert (config['num_classes'], config['input_channels'],
-          config['image_size']) == (3, 3, 32)
+  _search_folder(shapes, search_dir)
   result = json.loads(ok(run_tool(
       'train_eval', f'--search_model_dir={search_dir}',
       f'--model_dir={tmp_path / "final"}', '--train_batch_size=16',

@@ -104,11 +104,9 @@ def test_plugin_is_listed_and_searches(plugin_path, tmp_path):
                                                             'madds')
 
 
-# Its fast variant is tests/e2e/test_image_folders.py's
-# test_module_function_space_on_a_folder_in_every_tool: the same tools and
-# assertions on the tutorial space, searched and trained on a folder.
-@pytest.mark.slow
-def test_module_function_in_every_tool(tmp_path):
+def describe_and_sample_tutorial_space():
+  """describe_arch and sample_random on the tutorial space, each a process;
+  returns the two samples (MAdds at most 2e6)."""
   info = json.loads(ok(run_tool('describe_arch', f'--search_space='
                                 f'{TUTORIAL_SPACE}', '--format=json',
                                 '--image_size=32', '--num_classes=10')))
@@ -118,14 +116,28 @@ def test_module_function_in_every_tool(tmp_path):
       'sample_random', f'--search_space={TUTORIAL_SPACE}', '--num_samples=2',
       '--seed=0', '--image_size=28', '--max_cost=2e6', '--format=json')))
   assert len(samples) == 2 and all(s['cost'] <= 2e6 for s in samples)
-  search_dir = tmp_path / 'search'
-  out = ok(run_tool('search', f'--search_space={TUTORIAL_SPACE}',
-                    f'--model_dir={search_dir}', *SEARCH_FLAGS))
-  assert 'madds=' in out and 'pixel1' not in out
+  return samples
+
+
+def analyze_tutorial_search(search_dir):
+  """analyze_search reads a search of the tutorial space."""
   analysis = json.loads(ok(run_tool('analyze_search',
                                     f'--model_dir={search_dir}',
                                     '--format=json')))
   assert analysis['search_space'] == TUTORIAL_SPACE
+
+
+# Its fast variant is tests/e2e/test_image_folders.py's
+# test_module_function_space_on_a_folder_in_every_tool: the same tools and
+# assertions on the tutorial space, searched and trained on a folder.
+@pytest.mark.slow
+def test_module_function_in_every_tool(tmp_path):
+  samples = describe_and_sample_tutorial_space()
+  search_dir = tmp_path / 'search'
+  out = ok(run_tool('search', f'--search_space={TUTORIAL_SPACE}',
+                    f'--model_dir={search_dir}', *SEARCH_FLAGS))
+  assert 'madds=' in out and 'pixel1' not in out
+  analyze_tutorial_search(search_dir)
   result = json.loads(ok(run_tool(
       'train_eval', f'--search_space={TUTORIAL_SPACE}',
       f'--indices={samples[0]["architecture"]}', '--image_size=28',
