@@ -34,13 +34,10 @@ MUTATION_JOBS ?= 1
 
 venv: $(STAMP)
 
-# The pip that venv bundles is new enough on Python 3.11: it is upgraded
-# only when older than 23 (the upgrade cost every fresh clone seconds).
 $(STAMP): setup.py requirements/cpu.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "tunas_search needs Python 3.11 (TensorFlow 2.15); set PYTHON=/path/to/python3.11"'
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -c 'import pip, sys; sys.exit(int(pip.__version__.split(".")[0]) < 23)' \
-	  || $(PY) -m pip install --quiet --upgrade 'pip>=23'
+	$(PY) -m pip install --quiet --upgrade 'pip>=23'
 	$(PY) -m pip install --quiet -c requirements/cpu.txt -e '.[cpu,plot,test]'
 	touch $(STAMP)
 
@@ -51,13 +48,13 @@ VERMIN := $(VENV)/bin/vermin --no-tips --violations --eval-annotations \
 
 # Two workers on 2 cores: much of a test's time is single-threaded (Python
 # building graphs, TensorFlow starting in a subprocess). Each test file runs
-# on one worker, so a module's fixtures are built once; files are handed out
-# in tests/conftest.py's order (heavy rooms first), not xdist's.
+# on one worker, so a module's fixtures are built once. xdist's file order
+# (most tests first) stays: handing the heavy rooms out first made the two
+# workers run heavy files side by side, 26 s slower (docs/benchmarks.md).
 TEST_WORKERS ?= auto
 test: venv
 	$(VERMIN) tunas_search search_spaces bin bench tools tests
-	$(PY) -m pytest -q -m 'not slow' -n $(TEST_WORKERS) --dist=loadfile \
-	  --no-loadscope-reorder tests
+	$(PY) -m pytest -q -m 'not slow' -n $(TEST_WORKERS) --dist=loadfile tests
 
 test-all: venv
 	$(PY) -m pytest -q tests

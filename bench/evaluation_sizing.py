@@ -17,7 +17,10 @@ say, per budget:
   * the cheapest searches x seeds x random architectures (--num_random: one
     number or several, e.g. 12,20,30) whose verdict is decisive: a
     --decisive_difference point difference detected at 80% power, with the
-    spread at its upper bound.
+    spread at its upper bound;
+  * for each --design=SEARCHESxSEEDSxRANDOM (e.g. 10x1x20, repeatable), its
+    power at --decisive_difference and the difference it detects at 80%
+    power, with the spread at its estimate and at its upper bound.
 
 The budget (stand-alone steps, batch) comes from the dir's config.json; a
 bare evaluation.json has none. Statistics only: seconds, no TensorFlow.
@@ -27,7 +30,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -71,8 +74,39 @@ def _budget(config: Optional[Dict[str, Any]]) -> Dict[str, Any]:
                                      'train_batch_size')}
 
 
+def parse_design(text: str) -> Tuple[int, int, int]:
+  """'10x1x20' -> (searches, seeds, random architectures)."""
+  parts = text.lower().split('x')
+  try:
+    numbers = tuple(int(p) for p in parts)
+  except ValueError:
+    numbers = ()
+  if len(numbers) != 3 or min(numbers) < 1:
+    raise SizingError(f'--design={text}: expected SEARCHESxSEEDSxRANDOM, '
+                      'three whole numbers of at least 1, e.g. 10x1x20')
+  return numbers
+
+
+def _design(design: Tuple[int, int, int], *, difference: float,
+            seed_std: float, spreads: Dict[str, float],
+            seed: int) -> Dict[str, Any]:
+  """Power and detectable difference of one design, per spread."""
+  searches, seeds, randoms = design
+  out = {'searches': searches, 'seeds': seeds, 'num_random': randoms,
+         'trainings': (searches + randoms) * seeds,
+         'difference_points': difference}
+  for name, spread in spreads.items():
+    kwargs = dict(n_searched=searches, n_random=randoms, seeds=seeds,
+                  seed_std=seed_std, architecture_std=spread, seed=seed)
+    out[name] = {'spread_points': spread,
+                 'power': power.power(difference, **kwargs),
+                 'detectable_points': power.detectable_difference(**kwargs)}
+  return out
+
+
 def size(path: str, *, split: str, num_random: Optional[List[int]],
-         decisive_difference: float, seed: int) -> Dict[str, Any]:
+         decisive_difference: float, seed: int,
+         designs: Sequence[Tuple[int, int, int]] = ()) -> Dict[str, Any]:
   """The sizing of one pilot evaluation."""
   found = _read(path)
   built = found['built']
@@ -86,7 +120,7 @@ def size(path: str, *, split: str, num_random: Optional[List[int]],
          'bound_level': n['bound_level'], 'seed_std_points': None,
          'run_std_points': None, 'spread_points': None,
          'spread_upper_points': None, 'detectable_now_points': None,
-         'decisive': None}
+         'decisive': None, 'designs': None}
   if n['seed_std'] is None:
     out['note'] = ('the seed noise is not measured: it needs two finished '
                    'runs of two candidates, two of them random')
@@ -108,6 +142,10 @@ def size(path: str, *, split: str, num_random: Optional[List[int]],
       'design': power.needs(decisive_difference, n_random=plan_random,
                             seed_std=seed_std, architecture_std=upper,
                             seed=seed)}
+  spreads = {'at_spread': out['spread_points'], 'at_spread_upper': upper}
+  out['designs'] = [_design(d, difference=decisive_difference,
+                            seed_std=seed_std, spreads=spreads, seed=seed)
+                    for d in designs]
   return out
 
 
@@ -126,6 +164,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                       default=verdict.DECISIVE_DIFFERENCE,
                       help='Points of top-1 the planned design must detect '
                       'at 80%% power.')
+  parser.add_argument('--design', action='append', default=[],
+                      help='A planned design SEARCHESxSEEDSxRANDOM (e.g. '
+                      '10x1x20) to report the power of; repeatable.')
   parser.add_argument('--seed', type=int, default=0,
                       help='Seed of the power simulation.')
   args = parser.parse_args(argv)
@@ -142,9 +183,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.error('--decisive_difference must be positive, got '
                  f'{args.decisive_difference}')
   try:
+    designs = [parse_design(d) for d in args.design]
     budgets = [size(p, split=args.split, num_random=num_random,
                     decisive_difference=args.decisive_difference,
-                    seed=args.seed) for p in args.evaluation]
+                    seed=args.seed, designs=designs)
+               for p in args.evaluation]
   except SizingError as e:
     print(f'{parser.prog}: error: {e}', file=sys.stderr)
     return 2

@@ -90,3 +90,36 @@ def test_bad_input_is_one_line(sizing, tmp_path, capsys):
   for bad in ('0', '12,x'):
     with pytest.raises(SystemExit):
       sizing.main([f'--evaluation={tmp_path}', f'--num_random={bad}'])
+
+
+def test_a_planned_design_gets_its_power_at_both_spreads(sizing, tmp_path,
+                                                         capsys):
+  long, _ = pilot(tmp_path, 'long-budget', 0.03, 6000)
+  assert sizing.main([f'--evaluation={long}', '--design=10x1x20',
+                      '--design=3X2X12', '--decisive_difference=2']) == 0
+  (budget,) = json.loads(capsys.readouterr().out)['budgets']
+  big, small = budget['designs']
+  assert (big['searches'], big['seeds'], big['num_random'],
+          big['trainings']) == (10, 1, 20, 30)
+  assert (small['searches'], small['seeds'], small['num_random'],
+          small['trainings']) == (3, 2, 12, 30)
+  for name, spread in (('at_spread', budget['spread_points']),
+                       ('at_spread_upper', budget['spread_upper_points'])):
+    kwargs = dict(n_searched=10, n_random=20, seeds=1,
+                  seed_std=budget['seed_std_points'], architecture_std=spread)
+    assert big[name]['spread_points'] == spread
+    assert big[name]['power'] == power.power(2.0, **kwargs)
+    assert big[name]['detectable_points'] == pytest.approx(
+        power.detectable_difference(**kwargs))
+  # A larger spread of the architectures can only cost power.
+  assert big['at_spread_upper']['power'] <= big['at_spread']['power']
+
+
+@pytest.mark.parametrize('bad', ['10x1', '10x0x20', 'tenx1x20', '10x1x20x2'])
+def test_a_bad_design_is_one_line(sizing, tmp_path, capsys, bad):
+  long, _ = pilot(tmp_path, 'long-budget', 0.03, 6000)
+  assert sizing.main([f'--evaluation={long}', f'--design={bad}']) == 2
+  captured = capsys.readouterr()
+  (line,) = captured.err.splitlines()
+  assert f'--design={bad}' in line and 'SEARCHESxSEEDSxRANDOM' in line
+  assert captured.out == ''
