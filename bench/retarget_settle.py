@@ -114,14 +114,21 @@ def _quarters(fractions, count):
           if fractions[q * size:(q + 1) * size]]
 
 
+def overrides(steps, rl_batch_size_multiplier) -> dict:
+  """The retarget config fields the flags set (unset: the default's)."""
+  out = {} if steps is None else {'max_steps': steps}
+  if rl_batch_size_multiplier is not None:
+    out['rl_batch_size_multiplier'] = rl_batch_size_multiplier
+  return out
+
+
 def measure() -> dict:
   source = retarget.read_source(FLAGS.source_dir)
   targets = [float(t) for t in FLAGS.targets]
   model_dir = os.path.join(FLAGS.work_dir, 'retarget')
-  overrides = {} if FLAGS.steps is None else {'max_steps': FLAGS.steps}
-  if FLAGS.rl_batch_size_multiplier is not None:
-    overrides['rl_batch_size_multiplier'] = FLAGS.rl_batch_size_multiplier
-  config = retarget.make_config(source, model_dir, targets, **overrides)
+  config = retarget.make_config(
+      source, model_dir, targets,
+      **overrides(FLAGS.steps, FLAGS.rl_batch_size_multiplier))
   recorder = retarget.StepRecorder()
   wall = None
   if not os.path.exists(os.path.join(model_dir, retarget.RESULT_FILENAME)):

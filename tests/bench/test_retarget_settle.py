@@ -40,3 +40,25 @@ def test_window_step_is_where_the_cost_last_entered_the_window(
   # Out of the window (+-1.2%) at the last logged step: unsettled.
   assert bench._window_step(history[:3], None, config, 60.0) is None
   assert bench._window_step([], None, config, 60.0) is None
+
+
+def test_the_flags_override_only_what_they_set(bench, tmp_path):
+  # pylint: disable=g-import-not-at-top
+  from tunas_search.config import SearchConfig
+  from tunas_search.search import retarget
+  source = types.SimpleNamespace(
+      model_dir=str(tmp_path / 'search'),
+      config=SearchConfig(search_space='proxylessnas_search',
+                          model_dir=str(tmp_path / 'search'), num_classes=10,
+                          num_train_examples=1000,
+                          rl_cost_model_target=84.0))
+  target = str(tmp_path / 'retarget')
+  assert bench.overrides(None, None) == {}
+  default = retarget.make_config(source, target, [60.0],
+                                 **bench.overrides(None, None))
+  assert default.rl_batch_size_multiplier == (
+      retarget.RETARGET_DEFAULTS['rl_batch_size_multiplier'])
+  assert default.max_steps == source.config.max_steps
+  chosen = retarget.make_config(source, target, [60.0],
+                                **bench.overrides(300, 4.0))
+  assert (chosen.max_steps, chosen.rl_batch_size_multiplier) == (300, 4.0)
