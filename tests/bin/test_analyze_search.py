@@ -62,13 +62,23 @@ def write_graph_events(model_dir, runs=2):
           model_dir, graph=graph, filename_suffix=f'.run{run}').close()
 
 
-def test_json_and_plot(search_dir, tmp_path):
-  model_dir, spec, logged = search_dir
-  plot = str(tmp_path / 'history.png')
+@pytest.fixture(scope='module')
+def json_and_plot(search_dir, tmp_path_factory):
+  """(the tool's run with --format=json --plot, the plot's path): one run
+  that two tests read."""
+  model_dir, _, _ = search_dir
+  out = tmp_path_factory.mktemp('json')
+  plot = str(out / 'history.png')
   # An empty matplotlib config dir: matplotlib rebuilds its font cache, as
   # on first use of a new install (e.g. a fresh clone's venv), and logs it.
   done = run_tool(f'--model_dir={model_dir}', '--format=json',
-                  f'--plot={plot}', MPLCONFIGDIR=str(tmp_path / 'mpl'))
+                  f'--plot={plot}', MPLCONFIGDIR=str(out / 'mpl'))
+  return done, plot
+
+
+def test_json_and_plot(search_dir, json_and_plot):
+  _, spec, logged = search_dir
+  done, plot = json_and_plot
   assert done.returncode == 0, done.stderr
   # Progress only: no TensorFlow start-up lines, no event-reader warnings,
   # no matplotlib log lines (its "building the font cache" warning, logged
@@ -112,9 +122,8 @@ def test_missing_dir_is_a_one_line_error():
       'analyze_search.py: error: model dir /nonexistent/run does not exist']
 
 
-def test_json_keys_agree_with_describe_arch(search_dir):
-  model_dir, _, _ = search_dir
-  done = run_tool(f'--model_dir={model_dir}', '--format=json')
+def test_json_keys_agree_with_describe_arch(json_and_plot):
+  done, _ = json_and_plot
   assert done.returncode == 0, done.stderr
   data = json.loads(done.stdout)
   described = describe_arch.describe(fake.SPACE, data['architecture'],
