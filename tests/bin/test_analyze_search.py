@@ -1,4 +1,5 @@
-"""Runs bin/analyze_search.py as a subprocess on a synthetic search dir."""
+"""Runs bin/analyze_search.py on a synthetic search dir, as a subprocess
+(and once in the test's process)."""
 
 import csv
 import io
@@ -10,8 +11,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 import search_spaces
+from bin import analyze_search
 from bin import describe_arch
 from tests.results import test_analysis as fake
 from tunas_search.space import architecture
@@ -102,11 +105,17 @@ def test_json_and_plot(search_dir, json_and_plot):
   assert os.path.getsize(plot) > 10000
 
 
-def test_csv_at_an_earlier_step(search_dir):
+def test_csv_at_an_earlier_step(search_dir, capsys):
+  # In this process: the tool's flags parsed and its main run, as cli.run
+  # does (a whole process in test_json_and_plot).
   model_dir, spec, logged = search_dir
-  done = run_tool(f'--model_dir={model_dir}', '--format=csv', '--step=29')
-  assert done.returncode == 0, done.stderr
-  (row,) = csv.DictReader(io.StringIO(done.stdout))
+  flag_values = flags.FlagValues()
+  analyze_search.define_flags(flag_values)
+  argv = flag_values(['analyze_search.py', f'--model_dir={model_dir}',
+                      '--format=csv', '--step=29'])
+  capsys.readouterr()
+  analyze_search.main(argv, flag_values)
+  (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
   assert row['step'] == '20' and row['source'] == 'events'
   assert row['architecture'] == architecture.format_indices(
       fake.expected_indices(spec, logged[20]))
