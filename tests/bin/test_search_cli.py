@@ -192,7 +192,7 @@ _REFUSED_DIRS = {
 def refusals(tmp_path_factory):
   """Every refusal of this file run in one process (tests/bin/one_process.py):
   ((model dir, exit code, stderr) per _BAD_INPUT case, {name: (model dir,
-  its files before, exit code, stderr)} per _REFUSED_DIRS case). Three
+  its files before, exit code, stderr)} per _REFUSED_DIRS case). Two
   _BAD_INPUT cases also run as whole processes
   (test_bad_input_in_a_real_process)."""
   dirs = [str(tmp_path_factory.mktemp('bad') / 'run') for _ in _BAD_INPUT]
@@ -226,10 +226,11 @@ def test_bad_input_is_one_line_and_exit_2(refusals, case):
   _assert_refused(model_dir, code, stderr, _BAD_INPUT[case][1])
 
 
-# The same as whole processes, through absl's app.run: a flag that does not
-# parse, a config that does not validate, a model dir checked in main.
-@pytest.mark.parametrize('case', [10, 11, 23],
-                         ids=['flag', 'config', 'model_dir'])
+# The same as whole processes, through absl's app.run: a config that does
+# not validate, a model dir checked in main. A flag that does not parse
+# (refused by app.run's flag parser) is run as a whole process in
+# tests/bin/test_quiet_errors.py (search --validation_weights=nope).
+@pytest.mark.parametrize('case', [11, 23], ids=['config', 'model_dir'])
 def test_bad_input_in_a_real_process(tmp_path, case):
   flags, message = _BAD_INPUT[case]
   model_dir = tmp_path / 'run'
