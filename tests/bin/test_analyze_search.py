@@ -1,4 +1,5 @@
-"""Runs bin/analyze_search.py as a subprocess on a synthetic search dir."""
+"""Runs bin/analyze_search.py on a synthetic search dir, as a subprocess
+(and once in the test's process)."""
 
 import csv
 import io
@@ -10,8 +11,10 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+from absl import flags
 
 import search_spaces
+from bin import analyze_search
 from bin import describe_arch
 from tests.results import test_analysis as fake
 from tunas_search.space import architecture
@@ -62,13 +65,23 @@ def write_graph_events(model_dir, runs=2):
           model_dir, graph=graph, filename_suffix=f'.run{run}').close()
 
 
-def test_json_and_plot(search_dir, tmp_path):
-  model_dir, spec, logged = search_dir
-  plot = str(tmp_path / 'history.png')
+@pytest.fixture(scope='module')
+def json_and_plot(search_dir, tmp_path_factory):
+  """(the tool's run with --format=json --plot, the plot's path): one run
+  that two tests read."""
+  model_dir, _, _ = search_dir
+  out = tmp_path_factory.mktemp('json')
+  plot = str(out / 'history.png')
   # An empty matplotlib config dir: matplotlib rebuilds its font cache, as
   # on first use of a new install (e.g. a fresh clone's venv), and logs it.
   done = run_tool(f'--model_dir={model_dir}', '--format=json',
-                  f'--plot={plot}', MPLCONFIGDIR=str(tmp_path / 'mpl'))
+                  f'--plot={plot}', MPLCONFIGDIR=str(out / 'mpl'))
+  return done, plot
+
+
+def test_json_and_plot(search_dir, json_and_plot):
+  _, spec, logged = search_dir
+  done, plot = json_and_plot
   assert done.returncode == 0, done.stderr
   # Progress only: no TensorFlow start-up lines, no event-reader warnings,
   # no matplotlib log lines (its "building the font cache" warning, logged
@@ -92,11 +105,17 @@ def test_json_and_plot(search_dir, tmp_path):
   assert os.path.getsize(plot) > 10000
 
 
-def test_csv_at_an_earlier_step(search_dir):
+def test_csv_at_an_earlier_step(search_dir, capsys):
+  # In this process: the tool's flags parsed and its main run, as cli.run
+  # does (a whole process in test_json_and_plot).
   model_dir, spec, logged = search_dir
-  done = run_tool(f'--model_dir={model_dir}', '--format=csv', '--step=29')
-  assert done.returncode == 0, done.stderr
-  (row,) = csv.DictReader(io.StringIO(done.stdout))
+  flag_values = flags.FlagValues()
+  analyze_search.define_flags(flag_values)
+  argv = flag_values(['analyze_search.py', f'--model_dir={model_dir}',
+                      '--format=csv', '--step=29'])
+  capsys.readouterr()
+  analyze_search.main(argv, flag_values)
+  (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
   assert row['step'] == '20' and row['source'] == 'events'
   assert row['architecture'] == architecture.format_indices(
       fake.expected_indices(spec, logged[20]))
@@ -112,9 +131,8 @@ def test_missing_dir_is_a_one_line_error():
       'analyze_search.py: error: model dir /nonexistent/run does not exist']
 
 
-def test_json_keys_agree_with_describe_arch(search_dir):
-  model_dir, _, _ = search_dir
-  done = run_tool(f'--model_dir={model_dir}', '--format=json')
+def test_json_keys_agree_with_describe_arch(json_and_plot):
+  done, _ = json_and_plot
   assert done.returncode == 0, done.stderr
   data = json.loads(done.stdout)
   described = describe_arch.describe(fake.SPACE, data['architecture'],

@@ -2,7 +2,6 @@
 gives one line and exit 2 before anything is written; a killed search resumes
 when the same command is rerun (slow)."""
 
-import json
 import os
 import signal
 import subprocess
@@ -10,8 +9,10 @@ import sys
 
 import pytest
 import tensorflow as tf
+from absl import flags
 
 import search_spaces
+from bin import search as search_cli
 from tests.bin import one_process
 from tests.files import snapshot
 from tunas_search.config import SearchConfig
@@ -33,34 +34,22 @@ def _run(*flags, timeout=HANG_GUARD_S):
                         capture_output=True, text=True, timeout=timeout)
 
 
-# Parses each command line with bin/search.py's flags and prints the configs
-# build_config makes (or its one-line error), all in one Python process.
-_BUILD_CONFIGS = """
-import json, sys
-from bin import search
-search.define_flags()
-out = []
-for argv in json.loads(sys.argv[1]):
-  search.FLAGS.unparse_flags()
-  search.FLAGS(['search.py'] + argv)
-  try:
-    out.append(search.build_config().to_json())
-  except search.cli.UsageError as e:
-    out.append('error: ' + str(e))
-print(json.dumps(out))
-"""
-
-
 def _build_configs(command_lines):
-  """SearchConfig (or 'error: ...') per command line, nothing run."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
-  result = subprocess.run(
-      [sys.executable, '-c', _BUILD_CONFIGS, json.dumps(command_lines)],
-      cwd=ROOT, env=env, capture_output=True, text=True,
-      timeout=HANG_GUARD_S)
-  assert result.returncode == 0, result.stderr[-2000:]
-  return [SearchConfig.from_json(text) if text.startswith('{') else text
-          for text in json.loads(result.stdout.splitlines()[-1])]
+  """SearchConfig (or 'error: ...') per command line, nothing run.
+
+  In this process: bin/search.py's flags on a FlagValues of their own per
+  command line, parsed as absl parses them (flagfiles included).
+  """
+  out = []
+  for argv in command_lines:
+    flag_values = flags.FlagValues()
+    search_cli.define_flags(flag_values)
+    flag_values(['search.py', *argv])
+    try:
+      out.append(search_cli.build_config(flag_values))
+    except search_cli.cli.UsageError as e:
+      out.append('error: ' + str(e))
+  return out
 
 
 _V3 = '--search_space=mobilenet_v3_like_search'
@@ -90,7 +79,7 @@ _PRESETS = [
 def built(tmp_path_factory):
   model_dir = f'--model_dir={tmp_path_factory.mktemp("run")}'
   lines = [[model_dir, *flags] for flags, _ in _BFLOAT16_CASES]
-  lines += [[model_dir, f'--flagfile=configs/{name}.cfg', '--tpu=x']
+  lines += [[model_dir, f'--flagfile={ROOT}/configs/{name}.cfg', '--tpu=x']
             for name, *_ in _PRESETS]
   configs = _build_configs(lines)
   return configs[:len(_BFLOAT16_CASES)], configs[len(_BFLOAT16_CASES):]
@@ -168,14 +157,58 @@ _BAD_INPUT = [
      '--resume_from=model.ckpt-3: model dir {model_dir} does not exist'),
 ]
 
+
+def _model_dir_of_a_train_eval_run(model_dir):
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  model_dir.mkdir()
+  config = test_train_eval.make_config(model_dir)
+  (model_dir / 'config.json').write_text(config.to_json())
+
+
+def _model_dir_of_another_space(model_dir):
+  model_dir.mkdir()
+  config = SearchConfig(
+      search_space='mobilenet_v3_like_search', model_dir=str(model_dir),
+      num_classes=10, num_train_examples=10000, rl_cost_model_target=57.0)
+  (model_dir / 'config.json').write_text(config.to_json())
+
+
+# Refused model dirs besides _BAD_INPUT's, by name: (how the dir is made,
+# the command line's flags after --model_dir).
+_REFUSED_DIRS = {
+    # Not "holds checkpoints but no config.json": it holds neither.
+    'empty': (lambda d: d.mkdir(), ['--resume_from=model.ckpt-3']),
+    'train_eval': (_model_dir_of_a_train_eval_run,
+                   ['--flagfile=configs/smoke_cpu.cfg']),
+    # Rejected first (max_steps must be positive): nothing created.
+    'rejected': (lambda d: d.mkdir(), ['--flagfile=configs/smoke_cpu.cfg',
+                                       '--max_steps=0']),
+    'other_space': (_model_dir_of_another_space,
+                    ['--flagfile=configs/smoke_cpu.cfg']),
+}
+
+
 @pytest.fixture(scope='module')
-def bad_input_results(tmp_path_factory):
-  """(model dir, exit code, stderr) of each _BAD_INPUT case, in one
-  process (tests/bin/one_process.py); three also run as whole processes
+def refusals(tmp_path_factory):
+  """Every refusal of this file run in one process (tests/bin/one_process.py):
+  ((model dir, exit code, stderr) per _BAD_INPUT case, {name: (model dir,
+  its files before, exit code, stderr)} per _REFUSED_DIRS case). Two
+  _BAD_INPUT cases also run as whole processes
   (test_bad_input_in_a_real_process)."""
-  return one_process.refusals(
-      'search', 'model_dir', _BAD_INPUT,
-      lambda: tmp_path_factory.mktemp('bad') / 'run')
+  dirs = [str(tmp_path_factory.mktemp('bad') / 'run') for _ in _BAD_INPUT]
+  lines = [[f'--model_dir={d}', *argv] for d, (argv, _) in zip(
+      dirs, _BAD_INPUT)]
+  refused = {}
+  for name, (make, argv) in _REFUSED_DIRS.items():
+    model_dir = tmp_path_factory.mktemp(name) / 'run'
+    make(model_dir)
+    refused[name] = (str(model_dir), snapshot(str(model_dir)))
+    lines.append([f'--model_dir={model_dir}', *argv])
+  results = one_process.run_many('search', lines)
+  bad = [(d, code, err) for d, (code, err) in zip(dirs, results)]
+  for name, (code, err) in zip(refused, results[len(dirs):]):
+    refused[name] += (code, err)
+  return bad, refused
 
 
 def _assert_refused(model_dir, code, stderr, message):
@@ -188,15 +221,16 @@ def _assert_refused(model_dir, code, stderr, message):
 
 @pytest.mark.parametrize('case', range(len(_BAD_INPUT)),
                          ids=[m for _, m in _BAD_INPUT])
-def test_bad_input_is_one_line_and_exit_2(bad_input_results, case):
-  model_dir, code, stderr = bad_input_results[case]
+def test_bad_input_is_one_line_and_exit_2(refusals, case):
+  model_dir, code, stderr = refusals[0][case]
   _assert_refused(model_dir, code, stderr, _BAD_INPUT[case][1])
 
 
-# The same as whole processes, through absl's app.run: a flag that does not
-# parse, a config that does not validate, a model dir checked in main.
-@pytest.mark.parametrize('case', [10, 11, 23],
-                         ids=['flag', 'config', 'model_dir'])
+# The same as whole processes, through absl's app.run: a config that does
+# not validate, a model dir checked in main. A flag that does not parse
+# (refused by app.run's flag parser) is run as a whole process in
+# tests/bin/test_quiet_errors.py (search --validation_weights=nope).
+@pytest.mark.parametrize('case', [11, 23], ids=['config', 'model_dir'])
 def test_bad_input_in_a_real_process(tmp_path, case):
   flags, message = _BAD_INPUT[case]
   model_dir = tmp_path / 'run'
@@ -204,45 +238,31 @@ def test_bad_input_in_a_real_process(tmp_path, case):
   _assert_refused(str(model_dir), result.returncode, result.stderr, message)
 
 
-def test_resume_from_an_empty_dir_names_its_checkpoints(tmp_path):
-  # Not "holds checkpoints but no config.json": it holds neither.
-  result = _run(f'--model_dir={tmp_path}', '--resume_from=model.ckpt-3')
-  assert result.returncode == 2, result.stderr
-  assert result.stderr.strip().splitlines() == [
+# The model dirs main refuses, in one process (the `refusals` fixture); a
+# whole process refuses a model dir in test_bad_input_in_a_real_process.
+def test_resume_from_an_empty_dir_names_its_checkpoints(refusals):
+  model_dir, _, code, stderr = refusals[1]['empty']
+  assert code == 2, stderr
+  assert stderr.strip().splitlines() == [
       f'search.py: error: --resume_from=model.ckpt-3 is not a checkpoint of '
-      f'{tmp_path}; checkpoints: none']
-  assert os.listdir(tmp_path) == []
+      f'{model_dir}; checkpoints: none']
+  assert os.listdir(model_dir) == []
 
 
-def test_model_dir_of_a_train_eval_run_is_refused(tmp_path):
-  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
-  config = test_train_eval.make_config(tmp_path)
-  (tmp_path / 'config.json').write_text(config.to_json())
-  before = snapshot(str(tmp_path))
-  result = _run(f'--model_dir={tmp_path}', '--flagfile=configs/smoke_cpu.cfg')
-  assert result.returncode == 2, result.stderr
-  assert result.stderr.strip().splitlines() == [
-      f'search.py: error: model dir {tmp_path} holds a train_eval run, not a '
-      'search; use another --model_dir']
-  assert snapshot(str(tmp_path)) == before
+def test_model_dir_of_a_train_eval_run_is_refused(refusals):
+  model_dir, before, code, stderr = refusals[1]['train_eval']
+  assert code == 2, stderr
+  assert stderr.strip().splitlines() == [
+      f'search.py: error: model dir {model_dir} holds a train_eval run, not '
+      'a search; use another --model_dir']
+  assert snapshot(model_dir) == before
 
 
-def test_model_dir_of_another_space_is_refused(tmp_path):
-  # Both runs in one process (one_process.py); a whole process refuses a
-  # model dir in test_bad_input_in_a_real_process.
-  rejected, other = tmp_path / 'rejected', tmp_path / 'other'
-  rejected.mkdir()
-  other.mkdir()
-  config = SearchConfig(
-      search_space='mobilenet_v3_like_search', model_dir=str(other),
-      num_classes=10, num_train_examples=10000, rl_cost_model_target=57.0)
-  (other / 'config.json').write_text(config.to_json())
-  (first, _), (code, stderr) = one_process.run_many('search', [
-      [f'--model_dir={rejected}', '--flagfile=configs/smoke_cpu.cfg',
-       '--max_steps=0'],  # Rejected (max_steps must be positive).
-      [f'--model_dir={other}', '--flagfile=configs/smoke_cpu.cfg']])
+def test_model_dir_of_another_space_is_refused(refusals):
+  rejected, _, first, _ = refusals[1]['rejected']
   assert first == 2
   assert os.listdir(rejected) == []
+  other, _, code, stderr = refusals[1]['other_space']
   assert code == 2
   assert stderr.startswith(
       f"search.py: error: model dir {other} holds a search of "

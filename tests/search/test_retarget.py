@@ -1,5 +1,6 @@
 """Retargeting a finished tiny search: fixed weights, fresh controllers."""
 
+import glob
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from tunas_search.config import plan as plan_lib
 from tunas_search.controller import policy as controller
 from tunas_search.results import analysis
 from tunas_search.results import front as front_lib
+from tunas_search.runtime import checkpoints
 from tunas_search.search import model_fn as search
 from tunas_search.search import retarget
 from tunas_search.search import runner
@@ -185,14 +187,40 @@ def test_resumes_after_a_kill(source, tmp_path):
     retarget.run_retarget(config, source, [LOW, HIGH])
 
 
-def test_unfinished_or_missing_source_is_one_line(tmp_path):
-  unfinished = str(tmp_path / 'unfinished')
-  with pytest.raises(KeyboardInterrupt):
-    runner.run_search(tiny.tiny_config(unfinished, max_steps=4),
-                      tiny.tiny_spec(), hooks=[faults.StopAt(2)])
+def _unfinished(source, directory, checkpoint_step, result):
+  """A copy of the finished 4-step source search with its checkpoints up to
+  `checkpoint_step` (as a kill after that save leaves them), its
+  search_result.json kept if `result`."""
+  shutil.copytree(source.model_dir, directory)
+  for step in (4, 2):
+    if step > checkpoint_step:
+      for path in glob.glob(os.path.join(directory, f'model.ckpt-{step}.*')):
+        os.remove(path)
+  kept = [os.path.join(directory, f'model.ckpt-{s}')
+          for s in (0, 2, 4) if s <= checkpoint_step]
+  checkpoints.write_state(directory, kept[-1], kept)
+  if not result:
+    os.remove(os.path.join(directory, retarget.RESULT_FILENAME))
+  return directory
+
+
+@pytest.mark.parametrize('checkpoint_step, result, found', [
+    (2, False, 'checkpoint at step 2 of 4, search_result.json missing'),
+    (4, False, 'checkpoint at step 4 of 4, search_result.json missing'),
+    (2, True, 'checkpoint at step 2 of 4, search_result.json present'),
+])
+def test_unfinished_source_is_one_line(source, tmp_path, checkpoint_step,
+                                       result, found):
+  # The first: what a search killed after its save of step 2 leaves.
+  unfinished = _unfinished(source, str(tmp_path / 'unfinished'),
+                           checkpoint_step, result)
   with pytest.raises(config_lib.ConfigError, match='unfinished search') as e:
     retarget.read_source(unfinished)
+  assert f'({found})' in str(e.value)
   assert '\n' not in str(e.value)
+
+
+def test_missing_source_is_one_line(tmp_path):
   with pytest.raises(config_lib.ConfigError, match='does not exist'):
     retarget.read_source(str(tmp_path / 'nothing'))
 

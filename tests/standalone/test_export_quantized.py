@@ -11,6 +11,7 @@ image by image.
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -187,12 +188,20 @@ def test_other_modes(run_dir, tmp_path, quantize):
   assert result.accuracy[quantize]['top1_agreement'] >= MIN_TOP1_AGREEMENT
 
 
-@pytest.fixture
-def earlier(run_dir, tmp_path):
-  """(export dir holding a float export of the run, its files)."""
-  export_dir = str(tmp_path / 'export')
+@pytest.fixture(scope='module')
+def float_export(run_dir, tmp_path_factory):
+  """A float export of the run (no evaluation), made once."""
+  export_dir = str(tmp_path_factory.mktemp('float') / 'export')
   export.export_run(run_dir, export_dir, options=ExportOptions(
       evaluate=False))
+  return export_dir
+
+
+@pytest.fixture
+def earlier(float_export, tmp_path):
+  """(export dir holding a copy of the float export, its files)."""
+  export_dir = str(tmp_path / 'export')
+  shutil.copytree(float_export, export_dir)
   return export_dir, snapshot(export_dir)
 
 
