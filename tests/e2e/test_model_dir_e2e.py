@@ -141,25 +141,27 @@ def _graph_events(model_dir):
   return count
 
 
-def test_restarts_write_the_graph_once(tmp_path, caplog):
-  model_dir = str(tmp_path / 'run')
-  for stop in (2, 4, 6):  # A first start and two restarts.
-    if stop == 6:
-      # The kill while the save of 6 wrote its index: the data
-      # whole, the index empty, the temp dir, the state file naming 4.
-      killed_saves.kill_save(model_dir, 'empty_index', 'model.ckpt-4', 6)
-    # Each restart is a new process: no cached summary writers.
-    tf.compat.v1.summary.FileWriterCache.clear()
-    with caplog.at_level('INFO'):
-      runner.run_search(tiny.tiny_config(model_dir, max_steps=6),
-                        tiny.tiny_spec(),
-                        hooks=[tf.compat.v1.train.StopAtStepHook(
-                            last_step=stop)])
+def test_restarts_write_the_graph_once(finished, tmp_path, caplog):
+  # `finished` is the first start; back to its checkpoints 0 and 2, the
+  # restart meets the kill while the save of 4 wrote its index: the
+  # data whole, the index empty, the temp dir, the state file naming 2.
+  model_dir = _copy(finished, tmp_path)
+  for path in glob.glob(os.path.join(model_dir, 'model.ckpt-4.*')):
+    os.remove(path)
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, os.path.join(model_dir, 'model.ckpt-2'))
+  killed_saves.kill_save(model_dir, 'empty_index', 'model.ckpt-2', 4)
+  # A restart is a new process: no cached summary writers.
+  tf.compat.v1.summary.FileWriterCache.clear()
+  with caplog.at_level('INFO'):
+    result = runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                               tiny.tiny_spec())
+  assert result.step == 4
   removed = [r.getMessage() for r in caplog.records
              if 'saves that did not finish' in r.getMessage()]
   assert len(removed) == 1 and 'Removed 3 file(s)' in removed[0]
-  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-6')
-  assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-6')) is None
+  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-4')
+  assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-4')) is None
   assert _graph_events(model_dir) == 1
   assert not glob.glob(os.path.join(model_dir, '*.meta'))
   assert not os.path.exists(os.path.join(model_dir, 'graph.pbtxt'))
