@@ -141,25 +141,27 @@ def _graph_events(model_dir):
   return count
 
 
-def test_restarts_write_the_graph_once(tmp_path, caplog):
-  model_dir = str(tmp_path / 'run')
-  for stop in (2, 4, 6):  # A first start and two restarts.
-    if stop == 6:
-      # The issue's kill while the save of 6 wrote its index: the data
-      # whole, the index empty, the temp dir, the state file naming 4.
-      killed_saves.kill_save(model_dir, 'empty_index', 'model.ckpt-4', 6)
-    # Each restart is a new process: no cached summary writers.
-    tf.compat.v1.summary.FileWriterCache.clear()
-    with caplog.at_level('INFO'):
-      runner.run_search(tiny.tiny_config(model_dir, max_steps=6),
-                        tiny.tiny_spec(),
-                        hooks=[tf.compat.v1.train.StopAtStepHook(
-                            last_step=stop)])
+def test_restarts_write_the_graph_once(finished, tmp_path, caplog):
+  # `finished` is the first start; back to its checkpoints 0 and 2, the
+  # restart meets the issue's kill while the save of 4 wrote its index: the
+  # data whole, the index empty, the temp dir, the state file naming 2.
+  model_dir = _copy(finished, tmp_path)
+  for path in glob.glob(os.path.join(model_dir, 'model.ckpt-4.*')):
+    os.remove(path)
+  tf.compat.v1.train.update_checkpoint_state(
+      model_dir, os.path.join(model_dir, 'model.ckpt-2'))
+  killed_saves.kill_save(model_dir, 'empty_index', 'model.ckpt-2', 4)
+  # A restart is a new process: no cached summary writers.
+  tf.compat.v1.summary.FileWriterCache.clear()
+  with caplog.at_level('INFO'):
+    result = runner.run_search(tiny.tiny_config(model_dir, max_steps=4),
+                               tiny.tiny_spec())
+  assert result.step == 4
   removed = [r.getMessage() for r in caplog.records
              if 'saves that did not finish' in r.getMessage()]
   assert len(removed) == 1 and 'Removed 3 file(s)' in removed[0]
-  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-6')
-  assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-6')) is None
+  assert tf.train.latest_checkpoint(model_dir).endswith('model.ckpt-4')
+  assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-4')) is None
   assert _graph_events(model_dir) == 1
   assert not glob.glob(os.path.join(model_dir, '*.meta'))
   assert not os.path.exists(os.path.join(model_dir, 'graph.pbtxt'))
@@ -182,16 +184,32 @@ def test_search_reruns_past_a_save_killed_at_any_instant(finished, tmp_path,
                  for name in garbage)
 
 
-def test_train_eval_reruns_past_a_save_killed_at_any_instant(tmp_path):
+def _train_eval_config(model_dir):
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  return test_train_eval.make_config(model_dir, mode='train', max_steps=2,
+                                     save_checkpoints_steps=1)
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+  """A finished two-step train_eval run (checkpoints 1, 2); copy it to
+  change it."""
+  from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
+  from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
+  model_dir = str(tmp_path_factory.mktemp('train_eval') / 'run')
+  train_eval.run(_train_eval_config(model_dir), test_train_eval.SPEC)
+  return model_dir
+
+
+def test_train_eval_reruns_past_a_save_killed_at_any_instant(trained,
+                                                             tmp_path):
   # Checkpoints 1, 2 recorded, the save of 3 killed at each instant: a rerun
   # at the last step removes the garbage and nothing else; then one trains on
   # past the issue's kind.
   from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
   from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
-  model_dir = str(tmp_path / 'run')
-  config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
-                                       save_checkpoints_steps=1)
-  train_eval.run(config, test_train_eval.SPEC)
+  model_dir = _copy(trained, tmp_path)
+  config = _train_eval_config(model_dir)
   for kind in killed_saves.KINDS:
     garbage = killed_saves.kill_save(model_dir, kind, 'model.ckpt-2', 3)
     before = killed_saves.checkpoint_files(model_dir)
@@ -211,17 +229,17 @@ def test_train_eval_reruns_past_a_save_killed_at_any_instant(tmp_path):
   assert model_dir_lib.damage(os.path.join(model_dir, 'model.ckpt-3')) is None
 
 
-def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):
+def test_train_eval_refuses_a_live_or_damaged_model_dir(trained, tmp_path):
   from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
   from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
-  model_dir = str(tmp_path / 'run')
-  config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
-                                       save_checkpoints_steps=1)
-  with model_dir_lib.exclusive(model_dir) as lock:
+  live = str(tmp_path / 'live')
+  with model_dir_lib.exclusive(live) as lock:
     lock.record_holder()
     with pytest.raises(ModelDirError, match=f'pid {os.getpid()} on host'):
-      train_eval.run(config, test_train_eval.SPEC)
-  train_eval.run(config, test_train_eval.SPEC)
+      train_eval.run(_train_eval_config(live), test_train_eval.SPEC)
+  assert os.listdir(live) == [model_dir_lib.LOCK_FILENAME]
+  model_dir = _copy(trained, tmp_path)
+  config = _train_eval_config(model_dir)
   with open(os.path.join(model_dir, 'model.ckpt-2.data-00000-of-00001'),
             'r+b') as f:
     f.truncate(16)
@@ -235,13 +253,11 @@ def test_train_eval_refuses_a_live_or_damaged_model_dir(tmp_path):
   model_dir_lib.check(model_dir)
 
 
-def test_train_eval_names_a_variable_its_checkpoint_lacks(tmp_path):
+def test_train_eval_names_a_variable_its_checkpoint_lacks(trained, tmp_path):
   from tests.standalone import test_train_eval  # pylint: disable=g-import-not-at-top
   from tunas_search.standalone import train_eval  # pylint: disable=g-import-not-at-top
-  model_dir = str(tmp_path / 'run')
-  config = test_train_eval.make_config(model_dir, mode='train', max_steps=2,
-                                       save_checkpoints_steps=1)
-  train_eval.run(config, test_train_eval.SPEC)
+  model_dir = _copy(trained, tmp_path)
+  config = _train_eval_config(model_dir)
   first = os.path.join(model_dir, 'model.ckpt-1')
   reader = tf.train.load_checkpoint(first)
   missing = sorted(n for n in reader.get_variable_to_shape_map()

@@ -4,7 +4,8 @@ The smallest evaluation that still has every part: a finished search of the
 tiny space (tests/e2e/tiny.py), its argmax and one random architecture
 scored one-shot and trained stand-alone (one seed, two steps each), split
 over two shards, one shard killed in its training and rerun, then reported
-by `--report_only` in a subprocess, as a user runs it.
+by `--report_only` (the tool's `main`); and the same evaluation of a
+retarget of that search.
 """
 
 import dataclasses
@@ -26,6 +27,7 @@ from tests.e2e import tiny
 from tunas_search.space import architecture
 from tunas_search import data
 from tunas_search.runtime import model_dir as model_dir_lib
+from tunas_search.search import retarget
 from tunas_search.search import runner
 from tunas_search import supernet
 from tunas_search.evaluation import job
@@ -94,16 +96,20 @@ def test_sharded_killed_resumed_and_reported(search_dir, tmp_path, capsys):
   assert job.run(build(*args, '--shard=1/2')) is None  # Resumed.
   assert open(os.path.join(out, 'results', first, 'run-0.json')).read() == (
       kept)
-  done = subprocess.run(
-      [sys.executable, TOOL, f'--output_dir={out}', '--report_only'],
-      capture_output=True, text=True, cwd=ROOT, timeout=HANG_GUARD_S)
-  assert done.returncode == 0, done.stderr[-3000:]
+  # The report as the tool's `main` makes it (test_bad_input_is_one_line_
+  # and_writes_nothing runs the tool as a whole process).
+  capsys.readouterr()
+  flag_values = flags.FlagValues()
+  cli.define_flags(flag_values)
+  flag_values(['evaluate_search', f'--output_dir={out}', '--report_only'])
+  cli.main(['evaluate_search'], flag_values)
+  printed = capsys.readouterr().out
   built = json.load(open(os.path.join(out, report.JSON_FILENAME)))
   assert built['progress'] == {'trainings_done': 2, 'trainings_total': 2,
                                'one_shot_done': 2, 'one_shot_total': 2}
   text = open(os.path.join(out, report.TEXT_FILENAME)).read()
   assert text == report.format_text(built) + '\n'
-  assert report.format_text(built) in done.stdout
+  assert report.format_text(built) in printed
   assert os.path.getsize(os.path.join(out, report.FIGURE_FILENAME)) > 5000
   for entry in built['candidates']:
     (run,) = entry['runs']
@@ -355,3 +361,28 @@ def test_trainings_share_an_architecture_and_alternate_seeds():
   assert job.owners(plan)['random-00'].id == 'searched-0-argmax'
   assert np.array_equal([c.id for c in job.unique(plan)],
                         ['searched-0-argmax', 'random-01'])
+
+
+# A MAdds target of the tiny space with two architectures within the
+# default window (+-1.2%): 61,864 and 62,256.
+RETARGET = 62000.0
+
+
+def test_a_retarget_is_evaluated_as_a_search(search_dir, tmp_path):
+  # bin/evaluate_search.py takes a retarget's model dir as a search.
+  source = retarget.read_source(search_dir)
+  model_dir = str(tmp_path / 'retarget')
+  config = retarget.make_config(source, model_dir, [RETARGET], max_steps=4)
+  retarget.run_retarget(config, source, [RETARGET])
+  out = str(tmp_path / 'eval')
+  returned = job.run(build(f'--search_model_dir={model_dir}',
+                           f'--output_dir={out}', *SMALL))
+  built = json.load(open(os.path.join(out, report.JSON_FILENAME)))
+  assert returned['target'] == RETARGET and built['target'] == RETARGET
+  (searched,) = built['searches']
+  assert searched['candidate'] == 'searched-0-argmax'
+  assert searched['cost_error'] == pytest.approx(abs(
+      built['candidates'][0]['cost'] - RETARGET))
+  for entry in built['candidates']:
+    (score,) = entry['one_shot']
+    assert 0 <= score <= 1
