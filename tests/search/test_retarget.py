@@ -325,3 +325,21 @@ def test_a_retarget_validates_on_one_training_batch_unless_told(source,
            '--rl_batch_size_multiplier=4')
   config, _, _ = search_cli.retargeting.build(f, search_cli.CONFIG_FLAGS.names)
   assert config.validation_batch_size == source.config.validation_batch_size
+
+
+def test_a_multi_target_dir_is_evaluated_at_its_first_target_and_says_so(
+    source, retargeted, caplog):
+  # pylint: disable=g-import-not-at-top
+  from tunas_search.evaluation import worklist
+  config, _, _ = retargeted
+  assert retarget.targets_of(config.model_dir) == [LOW, HIGH]
+  assert retarget.targets_of(source.model_dir) == []
+  with caplog.at_level('WARNING'):
+    search_at = worklist.load_search(config.model_dir)
+    worklist.load_search(source.model_dir)
+  assert search_at.config.rl_cost_model_target == LOW
+  (warning,) = [r.getMessage() for r in caplog.records
+                if r.levelname == 'WARNING']
+  assert config.model_dir in warning
+  assert f'retarget to 2 targets ({LOW:g}, {HIGH:g})' in warning
+  assert f'evaluated at its first, {LOW:g}' in warning

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tunas_search.results import analysis
 from tunas_search import cost_models
 from tunas_search.results import selection
+from tunas_search.search import retarget
 from tunas_search.space import serialization
 from tunas_search.config import plan as step_plan_lib
 from tunas_search.config import SearchConfig
@@ -110,6 +111,15 @@ def load_search(model_dir: str) -> Search:
                  step_plan_lib.resolve(config))
   except step_plan_lib.ConfigError as e:
     raise EvaluationError(f'search model dir {model_dir}: {e}') from None
+  targets = retarget.targets_of(model_dir)
+  if len(targets) > 1:
+    # Its config, search_result.json and default controller are the first
+    # target's; the others' controllers are read by the front, not here.
+    logging.warning(
+        'search model dir %s is a retarget to %d targets (%s): it is '
+        'evaluated at its first, %g; to evaluate another, retarget to it in '
+        'a model dir of its own (docs/retarget.md)', model_dir, len(targets),
+        ', '.join(f'{t:g}' for t in targets), targets[0])
   return Search(model_dir, config, spec, result, step_plan)
 
 

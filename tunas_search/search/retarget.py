@@ -164,6 +164,12 @@ def _read_retarget(model_dir: str) -> Optional[Dict[str, Any]]:
   return json.loads(persistence.read_text(path))
 
 
+def targets_of(model_dir: str) -> List[float]:
+  """A retarget's cost targets, in order; [] for a search's model dir."""
+  record = _read_retarget(model_dir)
+  return [float(t) for t in record['targets']] if record else []
+
+
 def _record(source: Source, targets: Sequence[float]) -> Dict[str, Any]:
   return {'source_dir': os.path.abspath(source.model_dir),
           'source_checkpoint': os.path.basename(source.checkpoint),
