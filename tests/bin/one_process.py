@@ -15,6 +15,8 @@ import subprocess
 import sys
 from typing import List, Sequence, Tuple
 
+from absl import flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 # Only against a hang: a slow machine sharing its CPU must not fail a run.
@@ -79,3 +81,12 @@ def refusals(tool: str, dir_flag: str, cases, make_dir
   results = run_many(tool, [[f'--{dir_flag}={d}', *flags]
                             for d, (flags, _) in zip(dirs, cases)])
   return [(d, code, err) for d, (code, err) in zip(dirs, results)]
+
+
+def run_main(tool, *args: str) -> None:
+  """Parses `args` on a fresh FlagValues of `tool`'s flags and runs its
+  `main` in this process (what it prints goes to the caller's capsys)."""
+  flag_values = flags.FlagValues()
+  tool.define_flags(flag_values)
+  argv = flag_values([tool.__name__.rsplit('.', 1)[-1], *args])
+  tool.main(argv, flag_values)

@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from absl import flags
 
 import search_spaces
 from bin import analyze_search
 from bin import describe_arch
+from tests.bin import one_process
 from tests.results import test_analysis as fake
 from tunas_search.space import architecture
 from tunas_search import cost_models
@@ -109,12 +109,9 @@ def test_csv_at_an_earlier_step(search_dir, capsys):
   # In this process: the tool's flags parsed and its main run, as cli.run
   # does (a whole process in test_json_and_plot).
   model_dir, spec, logged = search_dir
-  flag_values = flags.FlagValues()
-  analyze_search.define_flags(flag_values)
-  argv = flag_values(['analyze_search.py', f'--model_dir={model_dir}',
-                      '--format=csv', '--step=29'])
   capsys.readouterr()
-  analyze_search.main(argv, flag_values)
+  one_process.run_main(analyze_search, f'--model_dir={model_dir}',
+                       '--format=csv', '--step=29')
   (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
   assert row['step'] == '20' and row['source'] == 'events'
   assert row['architecture'] == architecture.format_indices(

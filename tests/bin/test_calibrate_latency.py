@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 
-from absl import flags
 import pytest
 
 from bin import calibrate_latency
@@ -164,14 +163,6 @@ def _tool(name, *flags):
                         timeout=600, check=False)
 
 
-def _in_process(tool, *flags_):
-  """Runs `tool.main` on `flags_` in this process (its own FlagValues)."""
-  flag_values = flags.FlagValues()
-  tool.define_flags(flag_values)
-  argv = flag_values([tool.__name__ + '.py', *flags_])
-  tool.main(argv, flag_values)
-
-
 def test_calibrate_then_every_tool_reads_the_model(tmp_path, monkeypatch,
                                                   capsys):
   # calibrate_latency and describe_arch run in this process, one TensorFlow
@@ -191,13 +182,13 @@ def test_calibrate_then_every_tool_reads_the_model(tmp_path, monkeypatch,
   # tests/cost_models/test_calibration.py does: the plan counts its pool's
   # MAdds first, seconds for 2,000; nothing here depends on the pool's size.
   monkeypatch.setattr(calibration, 'POOL', 200)
-  _in_process(calibrate_latency, space, f'--output_dir={output_dir}',
+  one_process.run_main(calibrate_latency, space, f'--output_dir={output_dir}',
               '--num_samples=10', '--runs=3', *shape,
               '--max_reference_ratio=1e9')
   assert 'within +-10%' in capsys.readouterr().out
   model = output_dir / 'latency_model.json'
   assert model.exists()
-  _in_process(describe_arch, space, *shape, f'--cost_model_file={model}',
+  one_process.run_main(describe_arch, space, *shape, f'--cost_model_file={model}',
               '--format=json')
   described = json.loads(capsys.readouterr().out)
   assert 'cost/measured' in described
@@ -208,7 +199,7 @@ def test_calibrate_then_every_tool_reads_the_model(tmp_path, monkeypatch,
   assert sampled.returncode == 0, sampled.stderr[-2000:]
   # Fitted at 28 pixels: refused at 32 (a UsageError: one line, exit 2).
   with pytest.raises(cli.UsageError) as refused:
-    _in_process(describe_arch, space, '--image_size=32',
+    one_process.run_main(describe_arch, space, '--image_size=32',
                 '--input_channels=1', f'--cost_model_file={model}')
   assert str(refused.value).endswith(
       'the latency model was fitted for image size 28, not 32; calibrate one '

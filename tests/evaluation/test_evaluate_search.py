@@ -21,6 +21,7 @@ import tensorflow as tf
 from absl import flags
 
 from bin import evaluate_search as cli
+from tests.bin import one_process
 from tests import files as files_lib
 from tests.e2e import faults
 from tests.e2e import tiny
@@ -99,10 +100,7 @@ def test_sharded_killed_resumed_and_reported(search_dir, tmp_path, capsys):
   # The report as the tool's `main` makes it (test_bad_input_is_one_line_
   # and_writes_nothing runs the tool as a whole process).
   capsys.readouterr()
-  flag_values = flags.FlagValues()
-  cli.define_flags(flag_values)
-  flag_values(['evaluate_search', f'--output_dir={out}', '--report_only'])
-  cli.main(['evaluate_search'], flag_values)
+  one_process.run_main(cli, f'--output_dir={out}', '--report_only')
   printed = capsys.readouterr().out
   built = json.load(open(os.path.join(out, report.JSON_FILENAME)))
   assert built['progress'] == {'trainings_done': 2, 'trainings_total': 2,
