@@ -21,7 +21,7 @@ PAPER_DIR ?= /tmp/tunas_search_paper_question
 PAPER_SEEDS := 1 2 3
 # The powered evaluation (configs/paper_question_powered.cfg): its searches,
 # the pilot's budgets, and this machine's shard (i/n).
-POWERED_SEEDS ?= 1 2 3 4 5 6 7 8 9 10
+POWERED_SEEDS ?= 1 2 3 4 5 6 7 8 9 10 11 12
 PILOT_STEPS ?= 1000 3000 6000
 SHARD ?= 0/1
 # Scratch copy of the tree that mutmut mutates, and its worker count.
@@ -100,9 +100,9 @@ evaluation-pilot: venv
 	  $(foreach steps,$(PILOT_STEPS),--evaluation=$(PAPER_DIR)/pilot/steps-$(steps))
 
 # The powered evaluation, resumable, one shard per machine or core
-# (SHARD=i/n; then `make paper-question-powered SHARD=report`). Its size is
-# a placeholder until evaluation-pilot has run (configs/
-# paper_question_powered.cfg).
+# (SHARD=i/n; then `make paper-question-powered SHARD=report`): 12 searches
+# x 1 seed x 20 random architectures, sized from the pilot and the random
+# architectures' spread (configs/paper_question_powered.cfg).
 paper-question-powered: venv
 	if [ "$(SHARD)" = report ]; then \
 	  $(PY) bin/evaluate_search.py --output_dir=$(PAPER_DIR)/powered \

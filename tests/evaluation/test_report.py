@@ -224,6 +224,52 @@ def test_partial_report_and_text():
   assert '84.00 (1)' in line
 
 
+def test_table_columns_stay_apart_with_many_supernets():
+  # Five searches: five one-shot scores per candidate used to run into the
+  # test column ('50.8 53.1 50.8 37.5 40.682.60 (1)').
+  plan = make_plan()
+  plan.searches = [dict(plan.searches[0], model_dir=f'/s{i}')
+                   for i in range(5)]
+  scores = {k: [v[0], v[1], v[0], v[1] - 0.1, v[0]]
+            for k, v in ONE_SHOT.items()}
+  b = report.build(plan, scores, {k: runs(v[:1]) for k, v in
+                                  VALIDATION.items()}, seeds=1, seed=0,
+                   bootstrap_resamples=20)
+  text = report.format_text(b)
+  lines = text.splitlines()
+  head = next(i for i, l in enumerate(lines) if l.startswith('candidate'))
+  line = next(l for l in lines if l.startswith('random-01'))
+  cells = [c.strip() for c in line.split('  ') if c.strip()]
+  one_shot = stats.summary(scores['random-01'])
+  assert cells[3] == (f'{100 * one_shot["mean"]:.2f} '
+                      f'+-{100 * one_shot["std"]:.2f} (5)')
+  assert cells[4] == '79.00 (1)' and cells[5] == '80.00 (1)'
+  # Each cell starts where its header does.
+  header = lines[head]
+  for name, cell in (('one-shot %', cells[3]), ('test %', cells[4])):
+    assert line.index(cell) == header.index(name)
+
+
+def test_one_seed_report_powers_from_the_random_values(built):
+  # One finished seed each, no run table: the verdict still sizes its power
+  # (from the random values' spread) and the text says where it came from.
+  b = report.build(make_plan(), ONE_SHOT, {k: runs(v[:1]) for k, v in
+                                           VALIDATION.items()}, seeds=1,
+                   seed=0, bootstrap_resamples=20)
+  v = b['searched_vs_random']['auto']['test']['verdict']
+  assert b['noise']['test']['seed_std'] is None
+  assert v['spread_source'] == 'random_values'
+  randoms = [100 * x for x in b['searched_vs_random']['auto']['test'][
+      'random_values']]
+  assert v['random_values_std'] == pytest.approx(np.std(randoms, ddof=1))
+  assert v['detectable_difference'] is not None
+  text = report.format_text(b)
+  assert ("random architectures' values (auto, test) scatter by "
+          f'{v["random_values_std"]:.2f} points (std of 4') in text
+  assert built['searched_vs_random']['auto']['test']['verdict'][
+      'spread_source'] == 'run_table'
+
+
 def test_text_of_a_full_report(built):
   text = report.format_text(built)
   assert ('  validation vs random at the target: rank 2 of 5, beats 75%, '

@@ -121,6 +121,26 @@ def test_f_and_t_quantiles_against_tables():
   assert stats.f_cdf(0.0, 3, 4) == 0.0
 
 
+def test_chi2_quantiles_against_tables_and_std_upper_covers():
+  # Tables: chi2_0.10(19) = 11.651, chi2_0.05(10) = 3.940,
+  # chi2_0.10(1) = 0.01579, chi2_0.90(4) = 7.779.
+  assert stats.chi2_quantile(0.10, 19) == pytest.approx(11.651, abs=2e-3)
+  assert stats.chi2_quantile(0.05, 10) == pytest.approx(3.940, abs=2e-3)
+  assert stats.chi2_quantile(0.10, 1) == pytest.approx(0.01579, abs=1e-4)
+  assert stats.chi2_quantile(0.90, 4) == pytest.approx(7.779, abs=2e-3)
+  assert stats.std_upper([80.0]) is None
+  s, upper = stats.std_upper([1.0, 2.0, 3.0, 4.0])
+  assert s == pytest.approx(1.2910, abs=1e-4)
+  assert upper == pytest.approx(s * (3 / stats.chi2_quantile(0.1, 3)) ** 0.5)
+  # Coverage of the 90% bound for 20 one-seed values (the powered design's
+  # random group), 1,000 seeded draws: nominal 0.90 +-0.0095 (1 SE); 3 SE
+  # either side, so a bound too loose (e.g. at 95%) fails as well.
+  rng = np.random.default_rng(2)
+  covered = sum(stats.std_upper(rng.normal(80.0, 0.8, 20))[1] >= 0.8
+                for _ in range(1000))
+  assert 0.87 <= covered / 1000 <= 0.93
+
+
 def test_mean_difference_t_interval_by_hand():
   # a = [3, 5] (mean 4), b = [1, 2, 3] (mean 2): squares 2 + 2 over 3 dof,
   # half-width t_0.975(3) = 3.1824 x sqrt(4/3) x sqrt(1/2 + 1/3).

@@ -58,11 +58,51 @@ def test_undecided_names_the_design_that_would_decide():
   assert 'needs more than 30 searches x 20 seeds' in out['text']
 
 
-def test_undecided_before_the_noise_is_measured():
-  out = decide([80.6], seed_std=None)
+def test_undecided_before_the_spread_is_measured():
+  out = decide([80.6], random=[80.0], seed_std=None)
   assert out['kind'] == verdict.UNDECIDED
   assert 'not measured yet' in out['text']
   assert out['detectable_difference'] is None
+
+
+def one_seed(searched, random=RANDOM):
+  return decide(searched, random, seeds=1, seed_std=None,
+                architecture_std_upper=None)
+
+
+def test_one_seed_powers_from_the_random_values_spread():
+  # No candidate x run table: the random values' own spread (seed noise
+  # included) sizes the power, with its chi-square upper bound.
+  s, upper = stats.std_upper(RANDOM)
+  assert s == pytest.approx(0.3606, abs=1e-4)
+  # chi2_0.10(11) = 5.578 (tables): 0.3606 * sqrt(11 / 5.578).
+  assert upper == pytest.approx(0.3606 * (11 / 5.578) ** 0.5, rel=1e-3)
+  ten = [80.6, 80.7, 80.5, 80.4, 80.8, 80.6, 80.5, 80.6, 80.7, 80.5]
+  out = one_seed(ten)
+  x = power.detectable_difference(n_searched=10, n_random=12, seeds=1,
+                                  seed_std=0.0, architecture_std=upper)
+  assert out['kind'] == verdict.NO_DIFFERENCE
+  assert out['spread_source'] == 'random_values'
+  assert out['detectable_difference'] == pytest.approx(x) and x < 1.0
+  assert out['random_values_std_upper'] == pytest.approx(upper)
+  assert f'no difference larger than {x:.2f} points' in out['text']
+  assert "power from the 12 random values' spread: 0.36 points" in (
+      out['text'])
+  below = one_seed([v - 0.3 for v in ten])
+  assert below['kind'] == verdict.RANDOM_AS_GOOD
+  # Wider random values: undecided, and the design it names adds searches,
+  # never seeds (one seed cannot say how much more seeds would remove).
+  wide = [80.0 + 0.2 * i for i in range(12)]
+  out = one_seed([81.1, 81.2, 81.0], wide)
+  assert out['kind'] == verdict.UNDECIDED
+  needs = out['needs']
+  assert needs == power.needs(1.0, n_random=12, seed_std=0.0,
+                              architecture_std=stats.std_upper(wide)[1])
+  assert needs['seeds'] == 1 and needs['searches'] > 3
+  assert f'needs {needs["searches"]} searches x 1 seeds (one training' in (
+      out['text'])
+  # A measured run table wins over the values' spread.
+  assert decide(ten)['spread_source'] == 'run_table'
 
 
 def test_each_text_holds_exactly_one_verdict():

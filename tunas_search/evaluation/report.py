@@ -263,16 +263,34 @@ def _spread(summary: Dict[str, Any]) -> str:
   return f'{100 * summary["mean"]:.2f}{std} ({summary["n"]})'
 
 
+# Up to this many supernets the table prints each one-shot score; beyond,
+# their mean +-std (the scores are in the JSON and the correlation lines).
+ONE_SHOT_COLUMNS = 2
+
+
+def _one_shot_text(scores: Optional[List[float]]) -> str:
+  if scores is None:
+    return '-'
+  if len(scores) <= ONE_SHOT_COLUMNS:
+    return ' '.join(_pct(a, 1) for a in scores)
+  return _spread(stats.summary(scores))
+
+
 def _table(built: Dict[str, Any]) -> List[str]:
   unit = built['unit']
-  lines = [f'{"candidate":<26}{"kind":<17}{"cost " + unit:>9}  '
-           f'{"one-shot %":<22}{"test %":<20}{"validation %":<20}']
-  for e in built['candidates']:
-    cost = '-' if e['cost'] is None else f'{e["cost"]:.2f}'
-    shots = ('-' if e['one_shot'] is None
-             else ' '.join(_pct(a, 1) for a in e['one_shot']))
-    lines.append(f'{e["id"]:<26}{e["kind"]:<17}{cost:>9}  {shots:<22}'
-                 f'{_spread(e["test"]):<20}{_spread(e["validation"]):<20}')
+  rows = [(e['id'], e['kind'],
+           '-' if e['cost'] is None else f'{e["cost"]:.2f}',
+           _one_shot_text(e['one_shot']), _spread(e['test']),
+           _spread(e['validation'])) for e in built['candidates']]
+  head = ('candidate', 'kind', 'cost ' + unit, 'one-shot %', 'test %',
+          'validation %')
+  # Every column as wide as its widest cell: one never runs into the next.
+  width = [max(len(r[i]) for r in rows + [head]) + 2 for i in range(6)]
+  lines = []
+  for r in [head] + rows:
+    lines.append(''.join(
+        f'{cell:>{w - 2}}  ' if i == 2 else f'{cell:<{w}}'
+        for i, (cell, w) in enumerate(zip(r, width))).rstrip())
   return lines
 
 
@@ -360,8 +378,18 @@ def _bounded(value: Optional[float], upper: Optional[float], scale: float,
 def _noise_lines(built: Dict[str, Any]) -> List[str]:
   n = built['noise']
   if n['test']['seed_std'] is None:
-    return ['seed noise not measured yet (it needs two finished runs of '
-            'two candidates)']
+    lines = ['seed noise not measured yet (it needs two finished runs of '
+             'two candidates)']
+    for rule, item in built['searched_vs_random'].items():
+      v = item[HEADLINE]['verdict']
+      if v.get('spread_source') == 'random_values':
+        lines.append(
+            f'random architectures\' values ({rule}, {HEADLINE}) scatter by '
+            f'{v["random_values_std"]:.2f} points (std of {v["n_random"]}, '
+            f'seed noise included; {100 * v["spread_level"]:.0f}% upper '
+            f'bound {v["random_values_std_upper"]:.2f}): the power of the '
+            'verdict uses it')
+    return lines
   t, v = n['test'], n['validation']
   level = f'{100 * t["bound_level"]:.0f}% upper bound'
   table = t['table']
@@ -426,7 +454,9 @@ def format_text(built: Dict[str, Any]) -> str:
     head.append(f'target {built["target"]:g} {built["unit"]} '
                 f'({built["cost_model"]}), random window '
                 f'{window[0]:.2f}-{window[1]:.2f} {built["unit"]}; '
-                'accuracies: mean +-std over seeds (runs)')
+                'accuracies: mean +-std over seeds (runs); one-shot: '
+                f'each supernet\'s, or beyond {ONE_SHOT_COLUMNS} their '
+                'mean +-std (supernets)')
   return '\n'.join(head + _verdict_lines(built) + warnings(built) + ['']
                    + _table(built) + [''] + _search_lines(built) + ['']
                    + _correlation_lines(built) + _noise_lines(built))

@@ -281,6 +281,26 @@ def f_quantile(q: float, d1: int, d2: int) -> float:
   return _bisect(lambda x: f_cdf(x, d1, d2), q, 0.0, 4.0)
 
 
+def chi2_cdf(x: float, dof: int) -> float:
+  """P(X <= x) for the chi-square distribution with `dof` degrees of
+  freedom; the density in u = sqrt(x): 2 u^(dof-1) exp(-u^2/2) /
+  (2^(dof/2) Gamma(dof/2)), finite at 0 for every dof >= 1."""
+  if x <= 0:
+    return 0.0
+  log_c = math.log(2.0) - 0.5 * dof * math.log(2.0) - math.lgamma(0.5 * dof)
+
+  def density(u):
+    return np.exp(log_c + (dof - 1) * np.log(np.maximum(u, 1e-300))
+                  - 0.5 * u * u)
+  return min(1.0, _simpson(density, math.sqrt(x)))
+
+
+@functools.lru_cache(maxsize=256)
+def chi2_quantile(q: float, dof: int) -> float:
+  """The q-quantile of chi-square(dof), by bisection of `chi2_cdf`."""
+  return _bisect(lambda x: chi2_cdf(x, dof), q, 0.0, 4.0)
+
+
 @functools.lru_cache(maxsize=256)
 def t_quantile(q: float, dof: int) -> float:
   """The q-quantile (q >= 0.5) of Student's t with `dof` degrees of freedom."""
@@ -396,6 +416,19 @@ def two_way(table: Any, population: Optional[Sequence[int]] = None,
       architecture_std_upper=math.sqrt(max(0.0, bound / k)), level=level,
       population=len(rows), ms_population=ms_c, ms_residual=ms_e,
       dof_population=len(rows) - 1, dof_residual=dof_e)
+
+
+def std_upper(values: Sequence[float], level: float = SPREAD_BOUND_LEVEL
+              ) -> Optional[Tuple[float, float]]:
+  """The sample standard deviation of normal values and its one-sided
+  `level` upper confidence bound, s sqrt((n-1) / chi2_{1-level}(n-1))
+  (the chi-square interval of a normal variance); None below two values."""
+  v = np.asarray(values, dtype=np.float64)
+  if v.size < 2:
+    return None
+  s = float(np.std(v, ddof=1))
+  dof = v.size - 1
+  return s, s * math.sqrt(dof / chi2_quantile(1.0 - level, dof))
 
 
 def reliability(architecture_std: float, seed_std: float, seeds: int
