@@ -142,7 +142,8 @@ def decide(searched: Sequence[float], random: Sequence[float], *,
            f'{power.MAX_SEEDS} seeds (the architectures '
            f'may scatter by up to {design["architecture_std"]:.2f} points)')
   else:
-    why = f'needs {needs["searches"]} searches x {needs["seeds"]} seeds'
+    seeds_text = '1 seed' if needs['seeds'] == 1 else f'{needs["seeds"]} seeds'
+    why = f'needs {needs["searches"]} searches x {seeds_text}'
   if out['spread_source'] == 'random_values':
     why += (' (one training per candidate does not split the seed noise '
             'from the spread, so fewer searches with more seeds are not '
