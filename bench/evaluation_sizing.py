@@ -22,6 +22,12 @@ say, per budget:
     power at --decisive_difference and the difference it detects at 80%
     power, with the spread at its estimate and at its upper bound.
 
+An evaluation with one seed per candidate has no run table: it is sized
+from the random candidates' own spread (seed noise included, with its 90%
+chi-square upper bound), which gives one-seed designs their power exactly
+and counts more seeds as no help (`spread_source`: `random_values`, else
+`run_table`), as the report's verdict does.
+
 The budget (stand-alone steps, batch) comes from the dir's config.json; a
 bare evaluation.json has none. Statistics only: seconds, no TensorFlow.
 """
@@ -39,6 +45,7 @@ sys.path.insert(0, ROOT)
 from tunas_search.evaluation import noise as noise_lib
 from tunas_search.evaluation import power
 from tunas_search.evaluation import report
+from tunas_search.evaluation import stats
 from tunas_search.evaluation import verdict
 
 
@@ -104,10 +111,27 @@ def _design(design: Tuple[int, int, int], *, difference: float,
   return out
 
 
+def _random_values(candidates: Sequence[Dict[str, Any]], split: str,
+                   runs: Sequence[int]) -> List[float]:
+  """Each random candidate's mean over the compared runs, in points."""
+  out = []
+  for e in candidates:
+    picked = [r[split] for r in e['runs'] if r['run'] in runs]
+    if e['kind'] == 'random' and picked:
+      out.append(100 * sum(picked) / len(picked))
+  return out
+
+
 def size(path: str, *, split: str, num_random: Optional[List[int]],
          decisive_difference: float, seed: int,
          designs: Sequence[Tuple[int, int, int]] = ()) -> Dict[str, Any]:
-  """The sizing of one pilot evaluation."""
+  """The sizing of one pilot evaluation.
+
+  From the candidate x run table when it has one (two runs); otherwise, as
+  after one seed per candidate, from the random candidates' own spread,
+  which holds the seed noise: the power of one-seed designs exactly, and
+  more seeds counted as no help (the verdict's rule, `verdict.decide`).
+  """
   found = _read(path)
   built = found['built']
   noise = noise_lib.noise_of(built['candidates'])
@@ -117,25 +141,37 @@ def size(path: str, *, split: str, num_random: Optional[List[int]],
   out = {'evaluation': path, 'split': split, **_budget(found['config']),
          'random_candidates_trained': randoms,
          'seeds_compared': noise['seeds_compared'],
-         'bound_level': n['bound_level'], 'seed_std_points': None,
-         'run_std_points': None, 'spread_points': None,
-         'spread_upper_points': None, 'detectable_now_points': None,
-         'decisive': None, 'designs': None}
-  if n['seed_std'] is None:
-    out['note'] = ('the seed noise is not measured: it needs two finished '
-                   'runs of two candidates, two of them random')
-    return out
-  seed_std, upper = 100 * n['seed_std'], 100 * n[
-      'random_architecture_std_upper']
-  out.update(seed_std_points=seed_std, run_std_points=100 * n['run_std'],
-             spread_points=100 * n['random_architecture_std'],
-             spread_upper_points=upper)
+         'bound_level': n['bound_level'], 'spread_source': None,
+         'seed_std_points': None, 'run_std_points': None,
+         'spread_points': None, 'spread_upper_points': None,
+         'detectable_now_points': None, 'decisive': None, 'designs': None}
+  seeds_now = max(1, noise['seeds_compared'])
+  if n['seed_std'] is not None:
+    seed_std, upper = 100 * n['seed_std'], 100 * n[
+        'random_architecture_std_upper']
+    out.update(spread_source='run_table', seed_std_points=seed_std,
+               run_std_points=100 * n['run_std'],
+               spread_points=100 * n['random_architecture_std'],
+               spread_upper_points=upper)
+  else:
+    spread = stats.std_upper(_random_values(
+        built['candidates'], split, noise['runs_compared']), n['bound_level'])
+    if spread is None:
+      out['note'] = ('the spread is not measured: it needs two finished '
+                     'random candidates (and two runs of two candidates to '
+                     'split off the seed noise)')
+      return out
+    seed_std, upper, seeds_now = 0.0, spread[1], 1
+    out.update(spread_source='random_values', spread_points=spread[0],
+               spread_upper_points=upper,
+               note=('no candidate x run table: the spread is the random '
+                     'values\' own, seed noise included, so designs are '
+                     'sized as if more seeds did not help'))
   searched = [e for e in built['candidates'] if e['kind'] == 'searched']
   if searched and randoms:
     out['detectable_now_points'] = power.detectable_difference(
-        n_searched=len(searched), n_random=randoms,
-        seeds=max(1, noise['seeds_compared']), seed_std=seed_std,
-        architecture_std=upper, seed=seed)
+        n_searched=len(searched), n_random=randoms, seeds=seeds_now,
+        seed_std=seed_std, architecture_std=upper, seed=seed)
   plan_random = num_random or [randoms]
   out['decisive'] = {
       'num_random': plan_random, 'difference_points': decisive_difference,

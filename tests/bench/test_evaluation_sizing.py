@@ -83,6 +83,32 @@ def test_a_pilot_without_a_second_seed_says_so(sizing, tmp_path, capsys):
   assert only['train_steps'] is None
 
 
+def test_a_one_seed_evaluation_is_sized_from_the_random_values(
+    sizing, tmp_path, capsys):
+  # One run per candidate: no run table, so the spread is the random values'
+  # own (seed noise included), as the report's verdict sizes it.
+  built = report.build(test_report.make_plan(), {}, {
+      k: test_report.runs(v[:1]) for k, v in test_report.VALIDATION.items()},
+                       seeds=1, seed=0, bootstrap_resamples=10)
+  path = tmp_path / report.JSON_FILENAME
+  path.write_text(json.dumps(built))
+  assert sizing.main([f'--evaluation={path}', '--design=6x1x4']) == 0
+  (only,) = json.loads(capsys.readouterr().out)['budgets']
+  verdict = built['searched_vs_random']['auto']['test']['verdict']
+  assert only['spread_source'] == 'random_values'
+  assert only['seed_std_points'] is None
+  assert only['spread_points'] == pytest.approx(verdict['random_values_std'])
+  upper = only['spread_upper_points']
+  assert upper == pytest.approx(verdict['random_values_std_upper'])
+  assert only['decisive']['design'] == power.needs(
+      1.0, n_random=[4], seed_std=0.0, architecture_std=upper)
+  (design,) = only['designs']
+  assert design['at_spread_upper']['detectable_points'] == pytest.approx(
+      power.detectable_difference(n_searched=6, n_random=4, seeds=1,
+                                  seed_std=0.0, architecture_std=upper))
+  assert 'seed noise included' in only['note']
+
+
 def test_bad_input_is_one_line(sizing, tmp_path, capsys):
   assert sizing.main([f'--evaluation={tmp_path}/none']) == 2
   (line,) = capsys.readouterr().err.splitlines()
