@@ -99,8 +99,9 @@ def test_one_seed_powers_from_the_random_values_spread():
   assert needs == power.needs(1.0, n_random=12, seed_std=0.0,
                               architecture_std=stats.std_upper(wide)[1])
   assert needs['seeds'] == 1 and needs['searches'] > 3
-  assert f'needs {needs["searches"]} searches x 1 seed (one training' in (
+  assert f'needs {needs["searches"]} searches x 1 seed (with 12' in (
       out['text'])
+  assert out['text'].endswith('so more seeds are counted as no help)')
   # A measured run table wins over the values' spread.
   assert decide(ten)['spread_source'] == 'run_table'
 

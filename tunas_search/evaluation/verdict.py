@@ -145,9 +145,8 @@ def decide(searched: Sequence[float], random: Sequence[float], *,
     seeds_text = '1 seed' if needs['seeds'] == 1 else f'{needs["seeds"]} seeds'
     why = f'needs {needs["searches"]} searches x {seeds_text}'
   if out['spread_source'] == 'random_values':
-    why += (' (one training per candidate does not split the seed noise '
-            'from the spread, so fewer searches with more seeds are not '
-            'counted)')
+    basis += ('; one training per candidate cannot split the seed noise '
+              'off the spread, so more seeds are counted as no help')
   return dict(out, kind=UNDECIDED, text=(
       f'{head}; undecided at this budget: {why} (with {random.size} random '
       f'ones, to detect {decisive_difference:g} point at 80% power; '
