@@ -8,21 +8,17 @@ data, then retargets of it (docs/retarget.md), each `--steps` steps, every
 run through the real runner and model_fn (`runner.run_search`,
 `retarget.run_retarget`): to the first of `--targets` at the search's
 validation batch and at `--small_multiplier` times the training batch, and
-to every target of `--targets` in one run, with the validation passes'
-shared prefixes (the default) and without (each target's pass built on its
-own, as before issue 58 item 4).
+to every target of `--targets` in one run.
 
 Keys:
   retarget_vs_search_step_ratio: median step time of a one-target retarget
     / median step time of the search; issue 58 asked for <= 1/3.
   multi_target_vs_search_step_ratio: the same for the retarget to every
-    target of --targets in one run, prefixes shared.
-  unshared_multi_target_vs_search_step_ratio: the same, each target's
-    validation pass built on its own.
+    target of --targets in one run.
   small_batch_retarget_vs_search_step_ratio: the one-target retarget at a
     validation batch of --small_multiplier x the training batch.
   search_step_ms, retarget_step_ms, multi_target_step_ms,
-    unshared_multi_target_step_ms, small_batch_retarget_step_ms: medians of
+    small_batch_retarget_step_ms: medians of
     the step times after the first --skip steps (graph warm-up).
   decomposition_ms: the search step split by a linear fit of the two
     one-target retargets (step = rest + M x v, for validation batch
@@ -31,13 +27,6 @@ Keys:
     (the search's M x v), rest_of_retarget (rest: the controller's update,
     sampling, input and host work) and training_and_update (the search step
     less its validation pass and that rest).
-  multi_target_shared_layers_fraction: per target, the mean over the timed
-    steps of the fraction of its validation pass's layers (the classifier
-    counts as one) taken from an earlier target's; 0 for the first.
-  multi_target_steps_sharing_beyond_stem: per target, the fraction of the
-    timed steps where it took more layers than the layers before the
-    space's first decision (undecided_prefix_fraction), which every target
-    shares whatever it samples.
   search_settle_step, retarget_settle_step: the first logged step after
     which the controller's argmax architecture never changes again (logits
     read from every checkpoint, saved every --settle_every steps); null if
@@ -70,8 +59,6 @@ from tunas_search.controller import policy as controller
 from tunas_search.results import analysis
 from tunas_search.search import retarget
 from tunas_search.search import runner
-from tunas_search.search import step as step_lib
-from tunas_search.supernet import shared_prefix
 from tunas_search.space import architecture
 from tunas_search.space import schema
 
@@ -146,46 +133,18 @@ def _search_config(model_dir: str) -> SearchConfig:
       seed=0)
 
 
-def _unshared(config, plan, masked_specs, images):
-  """`step.shared_validation_logits` with each pass built on its own."""
-  logits = [step_lib.validation_logits(config, plan, spec, images)
-            for spec in masked_specs]
-  return shared_prefix.Networks(
-      logits, [tf.constant(0, tf.int32)] * len(logits),
-      shared_prefix.num_layers(masked_specs[0]))
-
-
-def _retarget(source, model_dir, targets, hooks, unshared=False, **overrides):
+def _retarget(source, model_dir, targets, hooks, **overrides):
   config = retarget.make_config(source, model_dir, targets,
                                 max_steps=FLAGS.steps, **overrides)
-  shared = step_lib.shared_validation_logits
-  if unshared:  # The bench's side without sharing; restored below.
-    step_lib.shared_validation_logits = _unshared
-  try:
-    retarget.run_retarget(config, source, targets, hooks=hooks)
-  finally:
-    step_lib.shared_validation_logits = shared
-
-
-def _sharing(recorder, undecided: float) -> dict:
-  timed = recorder.shared_fractions[FLAGS.skip:] or recorder.shared_fractions
-  count = len(timed[0])
-  return {
-      'multi_target_shared_layers_fraction': [
-          statistics.mean(step[k] for step in timed) for k in range(count)],
-      'multi_target_steps_sharing_beyond_stem': [
-          statistics.mean(step[k] > undecided + 1e-6 for step in timed)
-          for k in range(count)],
-  }
+  retarget.run_retarget(config, source, targets, hooks=hooks)
 
 
 def measure(work_dir: str) -> dict:
   space = search_spaces.get(FLAGS.search_space)
   targets = [float(t) for t in FLAGS.targets]
   config = _search_config(os.path.join(work_dir, 'search'))
-  names = ('search', 'retarget', 'small', 'multi', 'unshared')
+  names = ('search', 'retarget', 'small', 'multi')
   hooks = {name: StepTimes() for name in names}
-  recorder = retarget.StepRecorder()
   runner.run_search(config, space.spec(), hooks=[hooks['search']])
   source = retarget.read_source(config.model_dir)
   one = targets[:1]
@@ -194,27 +153,20 @@ def measure(work_dir: str) -> dict:
   _retarget(source, os.path.join(work_dir, 'small'), one, [hooks['small']],
             rl_batch_size_multiplier=float(FLAGS.small_multiplier))
   _retarget(source, os.path.join(work_dir, 'multi'), targets,
-            [hooks['multi'], recorder])
-  _retarget(source, os.path.join(work_dir, 'unshared'), targets,
-            [hooks['unshared']], unshared=True)
+            [hooks['multi']])
   ms = {name: _median_ms(hooks[name]) for name in names}
   big, small = FLAGS.rl_batch_size_multiplier, FLAGS.small_multiplier
   per_multiplier = (ms['retarget'] - ms['small']) / (big - small)
   rest = ms['retarget'] - big * per_multiplier
-  undecided = (shared_prefix.undecided_prefix(source.spec) /
-               shared_prefix.num_layers(source.spec))
   return {
       'benchmark': 'retarget_cost',
       'retarget_vs_search_step_ratio': ms['retarget'] / ms['search'],
       'multi_target_vs_search_step_ratio': ms['multi'] / ms['search'],
-      'unshared_multi_target_vs_search_step_ratio':
-          ms['unshared'] / ms['search'],
       'small_batch_retarget_vs_search_step_ratio':
           ms['small'] / ms['search'],
       'search_step_ms': ms['search'],
       'retarget_step_ms': ms['retarget'],
       'multi_target_step_ms': ms['multi'],
-      'unshared_multi_target_step_ms': ms['unshared'],
       'small_batch_retarget_step_ms': ms['small'],
       'decomposition_ms': {
           'validation_per_multiplier': per_multiplier,
@@ -222,8 +174,6 @@ def measure(work_dir: str) -> dict:
           'rest_of_retarget': rest,
           'training_and_update': ms['search'] - big * per_multiplier - rest,
       },
-      **_sharing(recorder, undecided),
-      'undecided_prefix_fraction': undecided,
       'search_settle_step': _settle_step(config.model_dir, source.spec),
       'search_rl_delay_steps': config.fraction_steps(
           config.rl_delay_steps_fraction),

@@ -29,21 +29,13 @@ Keys:
     retarget's final architecture and whether it lies in the target's
     window (search_result.json's rule; only the first target's is written
     to search_result.json, the others are computed the same way).
-  shared_layers_fraction: per target, the mean over the run's steps of the
-    fraction of its validation pass's layers taken from an earlier target's
-    (0 for the first); undecided_prefix_fraction: the layers before the
-    space's first decision, which every target shares.
-  shared_layers_fraction_by_quarter: the same means over each quarter of
-    the run, to show sharing fading as the controllers part.
   retarget_wall_s: the retarget's wall time, graph building included.
 Run the same command again to read a finished retarget without running it:
-the keys above that only a run records (retarget_wall_s and the
-shared-layer fractions) are then null.
+retarget_wall_s, which only a run records, is then null.
 """
 
 import json
 import os
-import statistics
 import sys
 import time
 
@@ -61,7 +53,6 @@ from tunas_search.results import analysis
 from tunas_search.results import selection
 from tunas_search.search import retarget
 from tunas_search.space import schema
-from tunas_search.supernet import shared_prefix
 
 FLAGS = flags.FLAGS
 
@@ -106,14 +97,6 @@ def _changes_by_quarter(history):
   return [sum(changed[q * size:(q + 1) * size]) for q in range(4)]
 
 
-def _quarters(fractions, count):
-  size = max(1, len(fractions) // 4)
-  return [[statistics.mean(step[k] for step in fractions[q * size:
-                                                         (q + 1) * size])
-           for k in range(count)] for q in range(4)
-          if fractions[q * size:(q + 1) * size]]
-
-
 def overrides(steps, rl_batch_size_multiplier) -> dict:
   """The retarget config fields the flags set (unset: the default's)."""
   out = {} if steps is None else {'max_steps': steps}
@@ -129,11 +112,10 @@ def measure() -> dict:
   config = retarget.make_config(
       source, model_dir, targets,
       **overrides(FLAGS.steps, FLAGS.rl_batch_size_multiplier))
-  recorder = retarget.StepRecorder()
   wall = None
   if not os.path.exists(os.path.join(model_dir, retarget.RESULT_FILENAME)):
     began = time.perf_counter()
-    retarget.run_retarget(config, source, targets, hooks=[recorder])
+    retarget.run_retarget(config, source, targets)
     wall = time.perf_counter() - began
   search_scalars = analysis.read_scalars(source.model_dir)
   scalars = analysis.read_scalars(model_dir, prefixes=('rl', 'retarget'))
@@ -150,7 +132,6 @@ def measure() -> dict:
     costs.append(choice.cost)
     in_window.append(choice.in_window)
   count = len(targets)
-  fractions = recorder.shared_fractions
   search_history = analysis.logged_architectures(search_scalars, source.spec)
   histories = [analysis.logged_architectures(
       scalars, source.spec, retarget.summary_prefix(k)) for k in range(count)]
@@ -177,13 +158,6 @@ def measure() -> dict:
                           'retarget': config.tpu_iterations_per_loop},
       'retarget_final_costs': costs,
       'retarget_in_window': in_window,
-      'shared_layers_fraction': [statistics.mean(s[k] for s in fractions)
-                                 for k in range(count)] if fractions else None,
-      'shared_layers_fraction_by_quarter': (
-          _quarters(fractions, count) if fractions else None),
-      'undecided_prefix_fraction': (
-          shared_prefix.undecided_prefix(source.spec) /
-          shared_prefix.num_layers(source.spec)),
       'retarget_wall_s': wall,
       'source_dir': os.path.abspath(source.model_dir),
       'search_space': source.config.search_space,

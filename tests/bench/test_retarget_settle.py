@@ -21,13 +21,6 @@ def test_argmax_changes_are_counted_per_quarter(bench):
   assert bench._changes_by_quarter([(0, 'a')]) == [0, 0, 0, 0]
 
 
-def test_shared_fractions_are_averaged_per_quarter(bench):
-  fractions = [[0.0, 1.0], [0.0, 1.0], [0.0, 0.5], [0.0, 0.5],
-               [0.0, 0.25], [0.0, 0.25], [0.0, 0.0], [0.0, 0.0]]
-  assert bench._quarters(fractions, 2) == [[0.0, 1.0], [0.0, 0.5],
-                                           [0.0, 0.25], [0.0, 0.0]]
-
-
 def test_window_step_is_where_the_cost_last_entered_the_window(
     bench, monkeypatch):
   # A fake cost model: the architecture string is its cost.

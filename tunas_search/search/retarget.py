@@ -5,10 +5,9 @@ restores them from a finished search (caught up, as `init_from_search` reads
 them), keeps them fixed (they are not even trainable variables of the graph)
 and trains a fresh controller per cost target with the search's REINFORCE,
 reward and EMA baseline (docs/method.md section 5). A step is the validation
-pass of each controller's sampled architecture, each layer computed once for
-the controllers whose decisions agree up to it (`supernet.build_networks`),
-then each controller's update: no training pass, no shared-weight update, and
-the training split is not read (docs/retarget.md, "Cost").
+pass of each controller's sampled architecture, then each controller's
+update: no training pass, no shared-weight update, and the training split is
+not read (docs/retarget.md, "Cost").
 
 The first target's controller lives in the search's own scope
 (`rlcontroller`), so a retarget's model dir is read as a search by
@@ -22,8 +21,7 @@ import dataclasses
 import json
 import os
 import random
-from typing import (Any, Callable, Dict, List, NamedTuple, Optional,
-                    Sequence, Tuple)
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -46,13 +44,9 @@ tf1 = tf.compat.v1
 
 RETARGET_FILENAME = 'retarget.json'
 RESULT_FILENAME = 'search_result.json'
-# Per target k > 0 (under `retarget_<k>/`): the fraction of its validation
-# pass's layers taken from an earlier target's that step (docs/retarget.md).
-SHARED_LAYERS_TAG = 'validation/shared_layers_fraction'
-# Graph collections of a retarget's step, one tensor per target in order:
-# its validation accuracy and its shared-layer fraction (`StepRecorder`).
+# Graph collection of a retarget's step: each target's validation accuracy,
+# in order (`StepRecorder`).
 ACCURACIES = 'retarget_validation_accuracies'
-SHARED_FRACTIONS = 'retarget_shared_layers_fractions'
 # Fields of the source's config that a retarget resets: the warm-ups and
 # the RL delay exist because a search's weights start untrained; a
 # retarget's are trained, so its controller learns from the first step.
@@ -214,28 +208,22 @@ def _freeze(variables: Sequence[tf.Variable]) -> None:
 
 def _accuracies(config: SearchConfig, plan: StepPlan,
                 masked_specs: List[Any], images: tf.Tensor,
-                labels: tf.Tensor) -> Tuple[List[tf.Tensor], List[tf.Tensor]]:
-  """Top-1 accuracy of each sampled architecture: the search's own pass,
-  each prefix that architectures agree on computed once
-  (`step.shared_validation_logits`).
-
-  Returns:
-    Per architecture, the float32 accuracy and the float32 fraction of its
-    layers (the classifier counts as one) taken from an earlier one.
+                labels: tf.Tensor) -> List[tf.Tensor]:
+  """Top-1 accuracy of each sampled architecture on the batch: the
+  search's own validation pass (`step.validation_logits`), one per target.
+  (Computing the layers that targets agree on once saved 1.5% of a
+  default-length run, under the 3% a speed trick needs; docs/retarget.md.)
   """
-  networks = step_lib.shared_validation_logits(config, plan, masked_specs,
-                                               images)
   accuracies = []
-  for logits in networks.logits:
+  for masked_spec in masked_specs:
+    logits = step_lib.validation_logits(config, plan, masked_spec, images)
     correct = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
                        labels)
     accuracy = tf.reduce_mean(tf.cast(correct, tf.float32))
     if config.constant_validation_accuracy is not None:
       accuracy = tf.constant(config.constant_validation_accuracy, tf.float32)
     accuracies.append(accuracy)
-  fractions = [tf.cast(n, tf.float32) / networks.num_layers
-               for n in networks.shared_layers]
-  return accuracies, fractions
+  return accuracies
 
 
 def make_model_fn_builder(source: Source, targets: Sequence[float]
@@ -301,17 +289,15 @@ def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
             target_config, decisions, model_spec, step,
             step_lib.sampling_seed(seed_base, step, devices)))
     # 2. Only the validation passes, on the fixed shared weights (built
-    # outside the controllers' scopes: every controller reads the same),
-    # each layer computed once for the controllers that agree up to it.
+    # outside the controllers' scopes: every controller reads the same).
     before = set(tf1.global_variables())
-    accuracies, shared_fractions = _accuracies(
+    accuracies = _accuracies(
         config, plan, [a.masked_spec for a in archs],
         batch.validation_images, batch.validation_labels)
     shared = [v for v in tf1.global_variables() if v not in before]
     _freeze(shared)
-    for accuracy, fraction in zip(accuracies, shared_fractions):
+    for accuracy in accuracies:
       tf1.add_to_collection(ACCURACIES, accuracy)
-      tf1.add_to_collection(SHARED_FRACTIONS, fraction)
     # 3. Reward, baseline and each controller's REINFORCE step; the first
     # controller's step increments the global step.
     for k, (target_config, arch, accuracy) in enumerate(
@@ -328,8 +314,6 @@ def make_model_fn(config: SearchConfig, plan: StepPlan, model_spec: Any,
             for name, value in search.controller_scalars(
                 target_config, decisions, arch, accuracy, reward,
                 rl).items())
-      if k > 0:
-        scalars[summary_prefix(k) + SHARED_LAYERS_TAG] = shared_fractions[k]
       train_ops.append(rl['train_op'])
       losses.append(rl['loss'])
     with placement.host_scope(plan.controller_on_host):
@@ -366,29 +350,26 @@ def _scaffold_fn(config: SearchConfig, plan: StepPlan, source: Source,
 
 
 class StepRecorder(tf1.train.SessionRunHook):
-  """Records every step's per-target accuracies and shared fractions.
+  """Records every step's per-target validation accuracies.
 
-  For measuring a retarget (bench/retarget_cost.py) off TPU, where a
-  session run is one step.
+  For watching a retarget step by step off TPU, where a session run is one
+  step (`run_retarget(..., hooks=[recorder])`).
 
   Attributes:
-    accuracies, shared_fractions: one list per step, one value per target.
+    accuracies: one list per step, one value per target.
   """
 
   def __init__(self):
-    self.accuracies, self.shared_fractions = [], []
+    self.accuracies = []
 
   def begin(self):
-    self._fetches = (tf1.get_collection(ACCURACIES),
-                     tf1.get_collection(SHARED_FRACTIONS))
+    self._fetches = tf1.get_collection(ACCURACIES)
 
   def before_run(self, run_context):
     return tf1.train.SessionRunArgs(self._fetches)
 
   def after_run(self, run_context, run_values):
-    accuracies, fractions = run_values.results
-    self.accuracies.append([float(a) for a in accuracies])
-    self.shared_fractions.append([float(f) for f in fractions])
+    self.accuracies.append([float(a) for a in run_values.results])
 
 
 def final_logits(model_dir: str, decisions: Sequence[schema.Decision],

@@ -38,7 +38,6 @@ from tunas_search.config import SearchConfig
 from tunas_search.config.plan import StepPlan
 from tunas_search.runtime import placement
 from tunas_search.supernet import forms
-from tunas_search.supernet import shared_prefix
 
 tf1 = tf.compat.v1
 # Variable scope of the controller's logits, baseline and Adam slots.
@@ -178,33 +177,6 @@ def validation_logits(config: SearchConfig, plan: StepPlan,
   logits, _ = shared_update.network(config, plan, form, masked_spec, images,
                                     reads)
   return logits
-
-
-def shared_validation_logits(config: SearchConfig, plan: StepPlan,
-                             masked_specs: List[Any], images: tf.Tensor
-                             ) -> shared_prefix.Networks:
-  """`validation_logits` of several architectures on one batch.
-
-  Each layer that an architecture's decisions agree on with an earlier one's,
-  from the input up to and including that layer, is computed once
-  (`supernet.build_networks`); the logits are those of `validation_logits`.
-  A plan whose validation pass has conds (`xla`) builds each on its own.
-
-  Args:
-    config: the search's config.
-    plan: its step plan.
-    masked_specs: one masked model spec per architecture.
-    images: float32 [N, H, W, C].
-  """
-  form = forms.named(plan.validation_form, plan.width_form)
-  if form.choices == forms.DEAD:
-    return shared_prefix.build_networks(
-        masked_specs, images, config.num_classes, form,
-        dtype=tf.as_dtype(plan.compute_dtype))
-  logits = [validation_logits(config, plan, s, images) for s in masked_specs]
-  return shared_prefix.Networks(
-      logits, [tf.constant(0, tf.int32)] * len(logits),
-      shared_prefix.num_layers(masked_specs[0]))
 
 
 def validate(config: SearchConfig, plan: StepPlan, masked_spec: Any,

@@ -4,7 +4,6 @@ from tunas_search.supernet import forms
 from tunas_search.supernet.builder import build_network
 from tunas_search.supernet.deferred import DeferredRMSProp
 from tunas_search.supernet.ops import reading_snapshots
-from tunas_search.supernet.shared_prefix import build_networks
 from tunas_search.supernet.weights import MaskedWeightDecay
 from tunas_search.supernet.weights import is_weight_decayed
 from tunas_search.supernet.weights import regularization_loss
@@ -15,7 +14,6 @@ from tunas_search.supernet.weights import WeightUses
 
 __all__ = [
     'DeferredRMSProp', 'MaskedWeightDecay', 'WeightUses', 'build_network',
-    'build_networks',
     'forms', 'is_weight_decayed',
     'reading_snapshots', 'regularization_loss',
     'slice_to_shape', 'supernet_assignments', 'supernet_init_op',

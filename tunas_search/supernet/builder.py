@@ -12,7 +12,7 @@ which slices it to the sampled width in the sampled form.
 """
 
 import contextlib
-from typing import Any, Callable, Iterator, Optional, Set, Tuple
+from typing import Any, Callable, Optional, Set
 
 import tensorflow as tf
 
@@ -258,7 +258,7 @@ def build_layer(layer: Any, path: str, in_width: Width, out_width: Width,
   return builder(layer, path, in_width, out_width, ctx)
 
 
-def classifier(features: tf.Tensor, width: Width, num_classes: int,
+def _classifier(features: tf.Tensor, width: Width, num_classes: int,
                 ctx: BuildContext, dropout_rate: float) -> tf.Tensor:
   """Global average pool -> dropout -> dense with bias (docs/method.md section 2).
 
@@ -312,64 +312,41 @@ def build_network(model_spec: specs.ConvTower, images: tf.Tensor,
     ValueError: on bad arguments, a missing or malformed mask, or a spec the
       builder cannot build.
   """
-  ctx = build_context(model_spec, form, dtype, decay, uses)
-  if form.records_uses and uses is None:
-    raise ValueError(f'the {form.name} form records the weights it uses: '
-                     'pass uses=WeightUses()')
-  x = tf.cast(images, dtype)
-  width = widths.fixed(images.shape[-1])
-  read: Set[str] = set()
-  with contextlib.ExitStack() as stack:
-    stack.enter_context(control_flow(form))
-    if ctx.dead_branches and uses is not None:
-      stack.enter_context(_reading_names(read))
-    for path, layer, block_width in layer_walk(model_spec, ctx):
-      built = build_layer(layer, path, width, block_width, ctx)
-      x = tf.zeros_like(x) if built.apply is None else built.apply(x)
-      width = built.width
-    logits = classifier(x, width, num_classes, ctx, form.dropout_rate)
-  if read:
-    _check_dead_gradients(uses, read)
-  return logits
-
-
-def control_flow(form: forms.Form):
-  """The control flow `form`'s op choices are built in, as a context."""
-  return (ops.v2_control_flow() if form.choices == forms.FUNCTIONAL
-          else ops.v1_control_flow())
-
-
-def layer_walk(model_spec: specs.ConvTower, ctx: BuildContext
-               ) -> Iterator[Tuple[str, Any, Width]]:
-  """`(path, layer, block width)` of every layer, input to output."""
-  for b, block in enumerate(model_spec.blocks):
-    block_width = widths.block_width(block.filters, f'blocks/{b}/filters',
-                                     ctx.sampled_widths)
-    for i, layer in enumerate(block.layers):
-      yield f'blocks/{b}/layers/{i}', layer, block_width
-
-
-def build_context(model_spec: specs.ConvTower, form: forms.Form,
-                  dtype: tf.DType = tf.float32,
-                  decay: Optional[MaskedWeightDecay] = None,
-                  uses: Optional[WeightUses] = None) -> BuildContext:
-  """The build settings of `form` (`build_network`'s arguments).
-
-  Raises:
-    ValueError: for a form that is not a `forms.Form` or another dtype than
-      float32 or bfloat16.
-  """
   if not isinstance(form, forms.Form):
     raise ValueError(f'form must be a supernet.forms.Form, got {form!r}')
   if dtype not in (tf.float32, tf.bfloat16):
     raise ValueError(f'dtype must be float32 or bfloat16, got {dtype}')
-  return BuildContext(form.is_training, form.batch_norm_mode, dtype,
-                      form.path_dropout_rate, model_spec.filters_base,
-                      decay=decay, uses=uses,
-                      sampled_widths=form.sampled_widths,
-                      # Conds cost ~25 graph nodes per choice (`ops.switch`);
-                      # without, an unselected choice's gradients are dead.
-                      dead_branches=form.choices == forms.DEAD)
+  if form.records_uses and uses is None:
+    raise ValueError(f'the {form.name} form records the weights it uses: '
+                     'pass uses=WeightUses()')
+  ctx = BuildContext(form.is_training, form.batch_norm_mode, dtype,
+                     form.path_dropout_rate, model_spec.filters_base,
+                     decay=decay, uses=uses,
+                     sampled_widths=form.sampled_widths,
+                     # Conds cost ~25 graph nodes per choice (`ops.switch`);
+                     # without, an unselected choice's gradients are dead.
+                     dead_branches=form.choices == forms.DEAD)
+  x = tf.cast(images, dtype)
+  width = widths.fixed(images.shape[-1])
+  read: Set[str] = set()
+  with contextlib.ExitStack() as stack:
+    stack.enter_context(ops.v2_control_flow()
+                        if form.choices == forms.FUNCTIONAL
+                        else ops.v1_control_flow())
+    if ctx.dead_branches and uses is not None:
+      stack.enter_context(_reading_names(read))
+    for b, block in enumerate(model_spec.blocks):
+      block_width = widths.block_width(block.filters, f'blocks/{b}/filters',
+                                       ctx.sampled_widths)
+      for i, layer in enumerate(block.layers):
+        built = build_layer(layer, f'blocks/{b}/layers/{i}', width,
+                            block_width, ctx)
+        x = tf.zeros_like(x) if built.apply is None else built.apply(x)
+        width = built.width
+    logits = _classifier(x, width, num_classes, ctx, form.dropout_rate)
+  if read:
+    _check_dead_gradients(uses, read)
+  return logits
 
 
 @contextlib.contextmanager
