@@ -2,7 +2,8 @@
 # about a minute), `make paper-question` (does the search beat random
 # architectures? about 90 minutes on 2 cores; docs/evaluate_search.md;
 # `make evaluation-pilot` and `make paper-question-powered` size and run the
-# powered version, hours), `make test` (the test suite), `make bench`
+# powered version, hours; `make retarget-question`: how far a retarget of a
+# search holds, ~2 hours), `make test` (the test suite), `make bench`
 # (benchmarks, JSON on stdout).
 # Each creates .venv with the pinned CPU dependencies on first use.
 # `make mutation` (outside CI, ~5 min) measures test strength with mutmut
@@ -24,12 +25,16 @@ PAPER_SEEDS := 1 2 3
 POWERED_SEEDS ?= 1 2 3 4 5 6 7 8 9 10 11 12
 PILOT_STEPS ?= 1000 3000 6000
 SHARD ?= 0/1
+# How far a retarget holds (`make retarget-question`): its output dir and
+# targets, in the order they are run.
+RETARGET_DIR ?= /tmp/tunas_search_retarget_question
+RETARGET_TARGETS ?= 60 100 72
 # Scratch copy of the tree that mutmut mutates, and its worker count.
 MUTATION_DIR ?= build/mutation
 MUTATION_JOBS ?= 1
 
 .PHONY: venv test test-all test-isa smoke paper-question evaluation-pilot \
-	paper-question-powered bench bench-xla \
+	paper-question-powered retarget-question bench bench-xla \
 	mutation mutation-tf clean
 
 venv: $(STAMP)
@@ -116,6 +121,34 @@ paper-question-powered: venv
 	  --flagfile=configs/paper_question_powered.cfg \
 	  $(foreach seed,$(POWERED_SEEDS),--search_model_dir=$(PAPER_DIR)/search-$(seed)) \
 	  --output_dir=$(PAPER_DIR)/powered --shard=$(SHARD)
+
+# How far from its target does a retarget hold? (issue 58; docs/retarget.md)
+# From the powered evaluation's first search (84 ms; run if missing, bit for
+# bit the same), a front of RETARGET_TARGETS, then per target a one-target
+# retarget, a full 3,000-step search (seed 1) and evaluate_search of both
+# against 8 random architectures of its window (configs/retarget_question.cfg);
+# last, bench/retarget_vs_search.py compares them (JSON). ~35 minutes a
+# target on 2 cores; every step resumes: rerun after any kill.
+retarget-question: venv
+	$(PY) bin/search.py --flagfile=configs/search_cpu.cfg --max_steps=3000 \
+	  --seed=1 --model_dir=$(PAPER_DIR)/search-1
+	$(PY) bin/search.py --retarget_from=$(PAPER_DIR)/search-1 \
+	  --model_dir=$(RETARGET_DIR)/front \
+	  --rl_cost_model_targets=$$(echo $(RETARGET_TARGETS) | tr ' ' ,)
+	for T in $(RETARGET_TARGETS); do \
+	  $(PY) bin/search.py --retarget_from=$(PAPER_DIR)/search-1 \
+	    --model_dir=$(RETARGET_DIR)/retarget$$T --rl_cost_model_target=$$T \
+	    || exit 1; \
+	  $(PY) bin/search.py --flagfile=configs/search_cpu.cfg --max_steps=3000 \
+	    --seed=1 --rl_cost_model_target=$$T --model_dir=$(RETARGET_DIR)/search$$T \
+	    || exit 1; \
+	  $(PY) bin/evaluate_search.py --flagfile=configs/retarget_question.cfg \
+	    --search_model_dir=$(RETARGET_DIR)/retarget$$T \
+	    --search_model_dir=$(RETARGET_DIR)/search$$T \
+	    --output_dir=$(RETARGET_DIR)/eval$$T || exit 1; \
+	done
+	$(PY) bench/retarget_vs_search.py \
+	  $(foreach T,$(RETARGET_TARGETS),--evaluation=$(RETARGET_DIR)/eval$(T))
 
 # About 45 minutes on 2 cores: the search step is measured on both
 # width-searched spaces at 64 and 128 pixels (issue: the sampled-width step);

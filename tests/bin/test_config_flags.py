@@ -161,7 +161,7 @@ def test_bad_enum_and_number_values_are_one_line(args, message):
 
 # Presets of bin/evaluate_search.py; every other preset is a search's.
 EVALUATION_PRESETS = ('paper_question.cfg', 'paper_question_powered.cfg',
-                      'evaluation_pilot.cfg')
+                      'evaluation_pilot.cfg', 'retarget_question.cfg')
 PRESETS = sorted(p for p in glob.glob(os.path.join(ROOT, 'configs', '*.cfg'))
                  if os.path.basename(p) not in EVALUATION_PRESETS)
 
