@@ -102,6 +102,13 @@ def test_one_seed_powers_from_the_random_values_spread():
   assert f'needs {needs["searches"]} searches x 1 seed (with 12' in (
       out['text'])
   assert out['text'].endswith('so more seeds are counted as no help)')
+  # Beyond the grid it names searches only, never a number of seeds.
+  wider = [80.0 + 0.8 * i for i in range(12)]
+  out = one_seed([81.1, 81.2, 81.0], wider)
+  assert out['kind'] == verdict.UNDECIDED and out['needs'] is None
+  assert 'needs more than 30 searches at 1 seed (the architectures' in (
+      out['text'])
+  assert 'x 20 seeds' not in out['text']
   # A measured run table wins over the values' spread.
   assert decide(ten)['spread_source'] == 'run_table'
 

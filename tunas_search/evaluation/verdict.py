@@ -138,8 +138,11 @@ def decide(searched: Sequence[float], random: Sequence[float], *,
       detectable) else f'{searched.size} vs {random.size} cannot reach p <= '
              f'{power.ALPHA:g}')
   if needs is None:
-    why = (f'needs more than {power.MAX_SEARCHES} searches x '
-           f'{power.MAX_SEEDS} seeds (the architectures '
+    # At one seed the grid has searches only (more seeds count as no help).
+    grid = (f'{power.MAX_SEARCHES} searches at 1 seed'
+            if out['spread_source'] == 'random_values' else
+            f'{power.MAX_SEARCHES} searches x {power.MAX_SEEDS} seeds')
+    why = (f'needs more than {grid} (the architectures '
            f'may scatter by up to {design["architecture_std"]:.2f} points)')
   else:
     seeds_text = '1 seed' if needs['seeds'] == 1 else f'{needs["seeds"]} seeds'
