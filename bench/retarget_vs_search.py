@@ -121,16 +121,12 @@ def target_row(path: str, evaluation: Dict[str, Any]) -> Dict[str, Any]:
 
 def _pooled(rows: Sequence[Dict[str, Any]], split: str):
   """Pooled within-target std of the random values (points), its dof and
-  its one-sided 90% upper bound."""
-  ss, dof = 0.0, 0
-  for row in rows:
-    values = [100 * v for v in row['_random_values'][split]]
-    mean = sum(values) / len(values)
-    ss += sum((v - mean) ** 2 for v in values)
-    dof += len(values) - 1
-  std = math.sqrt(ss / dof)
-  upper = math.sqrt(ss / stats.chi2_quantile(1.0 - stats.SPREAD_BOUND_LEVEL,
-                                             dof))
+  its one-sided 90% chi-square upper bound."""
+  groups = [[100 * v for v in row['_random_values'][split]] for row in rows]
+  std = stats.pooled_seed_std(groups)  # any groups' pooled within-std
+  dof = sum(len(g) - 1 for g in groups)
+  upper = std * math.sqrt(
+      dof / stats.chi2_quantile(1.0 - stats.SPREAD_BOUND_LEVEL, dof))
   return std, dof, upper
 
 
